@@ -1,0 +1,98 @@
+package v1alpha1
+
+// Condition types of a Glance. Ready aggregates the nine others.
+const (
+	ConditionReady              = "Ready"
+	ConditionSecretsReady       = "SecretsReady"
+	ConditionBackendsReady      = "BackendsReady"
+	ConditionDatabaseReady      = "DatabaseReady"
+	ConditionDeploymentReady    = "DeploymentReady"
+	ConditionGlanceAPIReady     = "GlanceAPIReady"
+	ConditionHPAReady           = "HPAReady"
+	ConditionNetworkPolicyReady = "NetworkPolicyReady"
+	ConditionHTTPRouteReady     = "HTTPRouteReady"
+	ConditionDBPurgeReady       = "DBPurgeReady"
+)
+
+// SubConditions are the nine conditions Ready aggregates, in pipeline order.
+var SubConditions = []string{
+	ConditionSecretsReady,
+	ConditionBackendsReady,
+	ConditionDatabaseReady,
+	ConditionDeploymentReady,
+	ConditionHTTPRouteReady,
+	ConditionGlanceAPIReady,
+	ConditionHPAReady,
+	ConditionNetworkPolicyReady,
+	ConditionDBPurgeReady,
+}
+
+// Condition types of a GlanceBackend.
+const (
+	ConditionCredentialsReady = "CredentialsReady"
+	ConditionConfigProjected  = "ConfigProjected"
+)
+
+// Condition reasons, as the architecture's Conditions table lists them.
+const (
+	ReasonAllReady    = "AllReady"
+	ReasonNotAllReady = "NotAllReady"
+
+	ReasonSecretsAvailable                 = "SecretsAvailable"
+	ReasonTargetClusterUnavailable         = "TargetClusterUnavailable"
+	ReasonSecretStoreNotReady              = "SecretStoreNotReady"
+	ReasonWaitingForDBCredentials          = "WaitingForDBCredentials"
+	ReasonWaitingForServiceUserCredentials = "WaitingForServiceUserCredentials"
+	ReasonConfigError                      = "ConfigError"
+
+	ReasonAllBackendsProjected = "AllBackendsProjected"
+	ReasonWaitingForBackends   = "WaitingForBackends"
+	ReasonNoDefaultBackend     = "NoDefaultBackend"
+
+	ReasonDatabaseSynced        = "DatabaseSynced"
+	ReasonClusterNotReady       = "ClusterNotReady"
+	ReasonWaitingForDatabase    = "WaitingForDatabase"
+	ReasonDBSyncFailed          = "DBSyncFailed"
+	ReasonDBSyncInProgress      = "DBSyncInProgress"
+	ReasonImageReleaseMismatch  = "ImageReleaseMismatch"
+	ReasonVersionParseError     = "VersionParseError"
+	ReasonDowngradeNotSupported = "DowngradeNotSupported"
+	ReasonUpgradePathInvalid    = "UpgradePathInvalid"
+	ReasonUpgradeTargetChanged  = "UpgradeTargetChanged"
+	ReasonExpandInProgress      = "ExpandInProgress"
+	ReasonMigrateInProgress     = "MigrateInProgress"
+	ReasonUpgradeRollingUpdate  = "UpgradeRollingUpdate"
+	ReasonContractInProgress    = "ContractInProgress"
+	ReasonExpandFailed          = "ExpandFailed"
+	ReasonMigrateFailed         = "MigrateFailed"
+	ReasonContractFailed        = "ContractFailed"
+
+	ReasonDeploymentReady      = "DeploymentReady"
+	ReasonWaitingForDeployment = "WaitingForDeployment"
+
+	ReasonAPIHealthy         = "APIHealthy"
+	ReasonAPIUnhealthy       = "APIUnhealthy"
+	ReasonEndpointNotReady   = "EndpointNotReady"
+	ReasonHealthCheckTimeout = "HealthCheckTimeout"
+	ReasonConnectionFailed   = "ConnectionFailed"
+	ReasonHealthCheckFailed  = "HealthCheckFailed"
+
+	ReasonHPAReady       = "HPAReady"
+	ReasonHPANotRequired = "HPANotRequired"
+
+	ReasonNetworkPolicyReady       = "NetworkPolicyReady"
+	ReasonNetworkPolicyNotRequired = "NetworkPolicyNotRequired"
+
+	ReasonHTTPRouteAccepted      = "HTTPRouteAccepted"
+	ReasonHTTPRouteNotRequired   = "HTTPRouteNotRequired"
+	ReasonHTTPRouteNotAccepted   = "HTTPRouteNotAccepted"
+	ReasonGatewayAPINotInstalled = "GatewayAPINotInstalled"
+	ReasonCapabilityProbeFailed  = "CapabilityProbeFailed"
+
+	ReasonDBPurgeScheduled = "DBPurgeScheduled"
+	ReasonDBPurgeSuspended = "DBPurgeSuspended"
+	ReasonDBPurgeJobFailed = "DBPurgeJobFailed"
+
+	// GlanceBackend reasons beyond the shared ones.
+	ReasonWaitingForParent = "WaitingForParent"
+)

@@ -1,0 +1,863 @@
+package v1alpha1
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Glance runs the OpenStack Glance image service: its API Deployment, database
+// schema, credentials, exposure, scaling and the recurring database purge.
+//
+// The name becomes the name of the Service, the Deployment and the Jobs, so it
+// must be a DNS-1035 label; it is capped at 43 characters so that the
+// "{name}-db-purge" CronJob stays within the 52-character CronJob limit.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gl,categories=openstack
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.status.installedRelease`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.upgradePhase`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 43 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 43 characters (lowercase letters, digits and '-', starting with a letter)"
+type Glance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired Glance service.
+	// +required
+	Spec GlanceSpec `json:"spec"`
+
+	// status is the observed state, written only by the operator.
+	// +optional
+	Status GlanceStatus `json:"status,omitzero"`
+}
+
+// GlanceSpec is the desired state of a Glance image service.
+//
+// +kubebuilder:validation:XValidation:rule="has(oldSelf.targetClusterRef) == has(self.targetClusterRef)",message="targetClusterRef cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="!has(self.apiServer) || !has(self.apiServer.uwsgi) || !has(self.apiServer.uwsgi.harakiri) || self.apiServer.uwsgi.harakiri < (has(self.deployment) && has(self.deployment.terminationGracePeriodSeconds) ? self.deployment.terminationGracePeriodSeconds : 30) - (has(self.deployment) && has(self.deployment.preStopSleepSeconds) ? self.deployment.preStopSleepSeconds : 5)",message="apiServer.uwsgi.harakiri must be less than deployment.terminationGracePeriodSeconds minus deployment.preStopSleepSeconds, so a stuck request is killed before the pod is"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || has(self.autoscaling.minReplicas) || (has(self.deployment) && has(self.deployment.replicas) ? self.deployment.replicas : 3) <= self.autoscaling.maxReplicas",message="autoscaling.maxReplicas must be at least deployment.replicas (default 3), which autoscaling.minReplicas defaults to"
+type GlanceSpec struct {
+	// openStackRelease is the OpenStack release this Glance runs, as YYYY.1 or
+	// YYYY.2 (for example 2025.2). Releases from 2026.1 launch under uWSGI,
+	// older ones under the eventlet glance-api server. Moving it forward by
+	// exactly one release runs the expand-migrate-contract schema upgrade;
+	// setting it back to status.installedRelease while that upgrade is in
+	// flight aborts it.
+	// +required
+	// +kubebuilder:validation:Pattern=`^\d{4}\.[12]$`
+	OpenStackRelease string `json:"openStackRelease"`
+
+	// image is the container image that runs glance-api, the database Jobs and
+	// the cache-maintenance sidecar. Its tag should carry the release prefix
+	// of openStackRelease (for example 2026.1-20260301); a tag for another
+	// release holds an upgrade with ImageReleaseMismatch.
+	// +required
+	Image ImageSpec `json:"image"`
+
+	// deployment shapes the glance-api Deployment.
+	// +optional
+	Deployment *GlanceDeploymentSpec `json:"deployment,omitempty"`
+
+	// database is the MariaDB database Glance keeps its catalogue in.
+	// +required
+	Database DatabaseSpec `json:"database"`
+
+	// cache is the memcached service keystonemiddleware and oslo.cache use.
+	// Without it tokens are validated against Keystone on every request.
+	// +optional
+	Cache *CacheSpec `json:"cache,omitempty"`
+
+	// keystoneEndpoint is the Keystone URL glance-api validates tokens
+	// against, an absolute http(s) URL with a host, usually the internal one.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="keystoneEndpoint must be an absolute http or https URL with a host"
+	KeystoneEndpoint string `json:"keystoneEndpoint"`
+
+	// keystonePublicEndpoint is the Keystone URL advertised to clients
+	// (www_authenticate_uri). It falls back to keystoneEndpoint.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="keystonePublicEndpoint must be an absolute http or https URL with a host"
+	KeystonePublicEndpoint string `json:"keystonePublicEndpoint,omitempty"`
+
+	// serviceUser is the Keystone user glance-api authenticates as.
+	// +required
+	ServiceUser ServiceUserSpec `json:"serviceUser"`
+
+	// region is the Keystone region of the image endpoint (region_name).
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Region string `json:"region,omitempty"`
+
+	// apiServer tunes the API server process. Which knobs take effect depends
+	// on the launch mode of openStackRelease; the other mode's knobs are
+	// accepted with an admission warning and ignored.
+	// +optional
+	APIServer *APIServerSpec `json:"apiServer,omitempty"`
+
+	// gateway exposes the API through a Gateway API HTTPRoute. Without it the
+	// API is reachable only through its cluster-local Service.
+	// +optional
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
+
+	// networkPolicy, when set, isolates the API pods: ingress on 9292 only from
+	// the listed sources (plus the gateway and operator namespaces), egress
+	// only to DNS, the database, the cache, the S3 stores and additionalEgress.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// autoscaling, when set, hands the replica count to a
+	// HorizontalPodAutoscaler; deployment.replicas then only seeds minReplicas.
+	// +optional
+	Autoscaling *AutoscalingSpec `json:"autoscaling,omitempty"`
+
+	// logging configures oslo.log.
+	// +optional
+	Logging *LoggingSpec `json:"logging,omitempty"`
+
+	// secretStoreRef selects the External Secrets Operator store that must be
+	// Ready before the credential Secrets it syncs are trusted. Defaults to the
+	// ClusterSecretStore "openbao-cluster-store".
+	// +optional
+	SecretStoreRef *SecretStoreReference `json:"secretStoreRef,omitempty"`
+
+	// policyOverrides adds oslo.policy rules, rendered into policy.yaml.
+	// +optional
+	PolicyOverrides *PolicyOverridesSpec `json:"policyOverrides,omitempty"`
+
+	// middleware adds paste filters to the API pipeline.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Middleware []MiddlewareSpec `json:"middleware,omitempty"`
+
+	// plugins enables image import plugins and renders their configuration.
+	// +optional
+	// +listType=map
+	// +listMapKey=configSection
+	// +kubebuilder:validation:MaxItems=16
+	Plugins []PluginSpec `json:"plugins,omitempty"`
+
+	// extraConfig adds options to glance-api.conf, as section -> option ->
+	// value. Values are written verbatim; options the operator renders itself
+	// are overridden. Line breaks and section headers are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	ExtraConfig map[string]map[string]string `json:"extraConfig,omitempty"`
+
+	// imageCache enables the glance-api image cache on a per-pod emptyDir,
+	// maintained by a cache-maintenance sidecar. Absent means no cache.
+	// +optional
+	ImageCache *ImageCacheSpec `json:"imageCache,omitempty"`
+
+	// staging bounds the staging and tasks-work scratch volumes that image
+	// import uses. Absent means a 20Gi sizeLimit on each.
+	// +optional
+	Staging *StagingSpec `json:"staging,omitempty"`
+
+	// dbPurge schedules the recurring purge of soft-deleted database rows.
+	// Absent means the defaults shown on each field.
+	// +optional
+	DBPurge *DBPurgeSpec `json:"dbPurge,omitempty"`
+
+	// targetClusterRef deploys every child of this Glance to a registered
+	// target cluster instead of the management cluster. It is fixed at
+	// creation: it cannot be added, changed or removed later.
+	// +optional
+	TargetClusterRef *TargetClusterReference `json:"targetClusterRef,omitempty"`
+}
+
+// ImageSpec names the glance container image by tag or by digest.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tag) != has(self.digest)",message="exactly one of image.tag or image.digest must be set"
+type ImageSpec struct {
+	// repository is the OCI repository, for example
+	// registry.example.com/openstack/glance.
+	// +required
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`
+	Repository string `json:"repository"`
+
+	// tag is the image tag, for example 2026.1-20260301.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`
+	Tag string `json:"tag,omitempty"`
+
+	// digest pins the image by content, as sha256:<64 hex digits>.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	Digest string `json:"digest,omitempty"`
+}
+
+// GlanceDeploymentSpec shapes the glance-api Deployment.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.preStopSleepSeconds) || self.preStopSleepSeconds < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)",message="deployment.preStopSleepSeconds must be less than deployment.terminationGracePeriodSeconds"
+type GlanceDeploymentSpec struct {
+	// replicas is the number of glance-api pods. Under autoscaling it only
+	// seeds autoscaling.minReplicas.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// resources of the glance-api container. Empty means requests of
+	// 100m CPU / 256Mi memory and limits of 500m CPU / 512Mi memory.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitzero"`
+
+	// terminationGracePeriodSeconds is how long a terminating pod may take to
+	// drain in-flight requests.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=10
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// preStopSleepSeconds delays SIGTERM so that endpoints and gateways stop
+	// routing to a terminating pod before it stops accepting connections.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=0
+	PreStopSleepSeconds *int64 `json:"preStopSleepSeconds,omitempty"`
+
+	// strategy is the Deployment update strategy. Defaults to RollingUpdate
+	// with maxUnavailable 0 and maxSurge 1.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!(has(self.type) && self.type == 'Recreate' && has(self.rollingUpdate))",message="deployment.strategy.rollingUpdate may only be set when deployment.strategy.type is RollingUpdate"
+	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
+
+	// topologySpreadConstraints spread the pods. Absent means spreading over
+	// zones and hostnames (maxSkew 1, ScheduleAnyway); an empty list means no
+	// constraints. Each labelSelector must match the pod labels.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+
+	// priorityClassName of the pods. The PriorityClass must exist.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName *string `json:"priorityClassName,omitempty"`
+}
+
+// CredentialsMode says how database credentials are issued.
+// +kubebuilder:validation:Enum=Static;Dynamic
+type CredentialsMode string
+
+const (
+	// CredentialsModeStatic uses the username and password of database.secretRef.
+	CredentialsModeStatic CredentialsMode = "Static"
+	// CredentialsModeDynamic has the secret store issue short-lived database
+	// credentials; it needs a managed database (database.clusterRef).
+	CredentialsModeDynamic CredentialsMode = "Dynamic"
+)
+
+// DatabaseSpec is either a managed database on a mariadb-operator MariaDB
+// cluster (clusterRef) or an existing server (host).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.clusterRef) != has(self.host)",message="exactly one of database.clusterRef or database.host must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsMode) || self.credentialsMode != 'Dynamic' || has(self.clusterRef)",message="database.credentialsMode Dynamic requires database.clusterRef"
+type DatabaseSpec struct {
+	// clusterRef names a mariadb-operator MariaDB in this namespace. The
+	// operator then creates the Database, User and Grant itself.
+	// +optional
+	ClusterRef *LocalObjectReference `json:"clusterRef,omitempty"`
+
+	// host is the address of an existing MariaDB/MySQL server whose database
+	// and user already exist.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host,omitempty"`
+
+	// port of the database server.
+	// +optional
+	// +kubebuilder:default=3306
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// database is the schema name.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_]{1,64}$`
+	Database string `json:"database"`
+
+	// secretRef names the Secret with the database "username" and the
+	// password under key (default "password").
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
+
+	// credentialsMode is Static (the Secret's username and password) or
+	// Dynamic (issued by the secret store; needs clusterRef).
+	// +optional
+	// +kubebuilder:default=Static
+	CredentialsMode CredentialsMode `json:"credentialsMode,omitempty"`
+
+	// tls secures the database connection.
+	// +optional
+	TLS *DatabaseTLSSpec `json:"tls,omitempty"`
+}
+
+// DatabaseTLSMode follows the MySQL client ssl-mode names.
+// +kubebuilder:validation:Enum=disabled;prefer;require;verify-ca;verify-full
+type DatabaseTLSMode string
+
+// Database TLS modes.
+const (
+	DatabaseTLSDisabled   DatabaseTLSMode = "disabled"
+	DatabaseTLSPrefer     DatabaseTLSMode = "prefer"
+	DatabaseTLSRequire    DatabaseTLSMode = "require"
+	DatabaseTLSVerifyCA   DatabaseTLSMode = "verify-ca"
+	DatabaseTLSVerifyFull DatabaseTLSMode = "verify-full"
+)
+
+// DatabaseTLSSpec secures the database connection.
+type DatabaseTLSSpec struct {
+	// mode is the TLS mode: disabled, prefer, require, verify-ca (check the
+	// server certificate against caBundleSecretRef) or verify-full (also check
+	// the host name).
+	// +required
+	Mode DatabaseTLSMode `json:"mode"`
+
+	// caBundleSecretRef names the Secret key holding the CA bundle that signs
+	// the server certificate (key defaults to "ca.crt").
+	// +optional
+	CABundleSecretRef *SecretKeySelector `json:"caBundleSecretRef,omitempty"`
+
+	// clientCertSecretRef names a kubernetes.io/tls Secret (tls.crt, tls.key)
+	// for client-certificate authentication.
+	// +optional
+	ClientCertSecretRef *LocalObjectReference `json:"clientCertSecretRef,omitempty"`
+}
+
+// CacheSpec names the memcached servers, either a memcached cluster in this
+// namespace or an explicit server list.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.clusterRef) != has(self.servers)",message="exactly one of cache.clusterRef or cache.servers must be set"
+type CacheSpec struct {
+	// clusterRef names the memcached Service in this namespace.
+	// +optional
+	ClusterRef *LocalObjectReference `json:"clusterRef,omitempty"`
+
+	// servers lists memcached servers as host:port.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?:[0-9]{1,5}$`
+	Servers []string `json:"servers,omitempty"`
+
+	// backend is the oslo.cache backend.
+	// +optional
+	// +kubebuilder:default="dogpile.cache.pymemcache"
+	// +kubebuilder:validation:MaxLength=255
+	Backend string `json:"backend,omitempty"`
+}
+
+// ServiceUserSpec is the Keystone user glance-api authenticates as.
+type ServiceUserSpec struct {
+	// username of the service user.
+	// +optional
+	// +kubebuilder:default=glance
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Username string `json:"username,omitempty"`
+
+	// projectName is the project the service user is scoped to.
+	// +optional
+	// +kubebuilder:default=service
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ProjectName string `json:"projectName,omitempty"`
+
+	// userDomainName is the domain of the user.
+	// +optional
+	// +kubebuilder:default=Default
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	UserDomainName string `json:"userDomainName,omitempty"`
+
+	// projectDomainName is the domain of the project.
+	// +optional
+	// +kubebuilder:default=Default
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	ProjectDomainName string `json:"projectDomainName,omitempty"`
+
+	// secretRef names the Secret holding the password, under key (default
+	// "password").
+	// +required
+	SecretRef SecretKeySelector `json:"secretRef"`
+}
+
+// APIServerSpec tunes the API server process.
+type APIServerSpec struct {
+	// workers is the number of eventlet API workers ([DEFAULT] workers).
+	// Effective only below 2026.1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Workers *int32 `json:"workers,omitempty"`
+
+	// uwsgi tunes the uWSGI server. Effective only from 2026.1.
+	// +optional
+	UWSGI *UWSGISpec `json:"uwsgi,omitempty"`
+}
+
+// UWSGISpec tunes the uWSGI server.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.httpKeepAliveTimeout) || !has(self.httpKeepAlive) || self.httpKeepAlive",message="apiServer.uwsgi.httpKeepAliveTimeout requires apiServer.uwsgi.httpKeepAlive"
+type UWSGISpec struct {
+	// processes is the number of uWSGI worker processes.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	Processes *int32 `json:"processes,omitempty"`
+
+	// threads per worker process.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	Threads *int32 `json:"threads,omitempty"`
+
+	// httpKeepAlive keeps client connections open between requests.
+	// +optional
+	// +kubebuilder:default=true
+	HTTPKeepAlive *bool `json:"httpKeepAlive,omitempty"`
+
+	// httpKeepAliveTimeout closes idle kept-alive connections after this many
+	// seconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	HTTPKeepAliveTimeout *int32 `json:"httpKeepAliveTimeout,omitempty"`
+
+	// harakiri kills a worker stuck on one request for longer than this many
+	// seconds. It must stay below terminationGracePeriodSeconds minus
+	// preStopSleepSeconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Harakiri *int32 `json:"harakiri,omitempty"`
+}
+
+// GatewaySpec exposes the API through an HTTPRoute.
+type GatewaySpec struct {
+	// parentRef is the Gateway the route attaches to.
+	// +required
+	ParentRef GatewayParentReference `json:"parentRef"`
+
+	// hostname the route matches, and the host of status.endpoint.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Hostname string `json:"hostname"`
+
+	// path is the path prefix routed to the API.
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9/_.~%!$&'()*+,;=:@-]*$`
+	Path string `json:"path,omitempty"`
+
+	// annotations are added to the HTTPRoute.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// GatewayParentReference names a Gateway.
+type GatewayParentReference struct {
+	// name of the Gateway.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace of the Gateway; defaults to the Glance's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// sectionName is the Gateway listener to attach to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// NetworkPolicySpec isolates the API pods.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.ingress) && size(self.ingress) > 0",message="networkPolicy.ingress must list at least one source; an empty list would cut the API off from every client"
+type NetworkPolicySpec struct {
+	// ingress lists the sources allowed to reach the API on port 9292.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Ingress []NetworkPolicySource `json:"ingress,omitempty"`
+
+	// additionalEgress adds egress rules beyond the derived ones (DNS,
+	// database, cache, S3 stores).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	AdditionalEgress []networkingv1.NetworkPolicyEgressRule `json:"additionalEgress,omitempty"`
+}
+
+// NetworkPolicySource selects pods allowed to reach the API.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.namespaceSelector) || has(self.podSelector)",message="each networkPolicy.ingress source needs a namespaceSelector, a podSelector or both"
+type NetworkPolicySource struct {
+	// namespaceSelector selects namespaces; with podSelector, pods in them.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// podSelector selects pods; alone, in the Glance's namespace.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// AutoscalingSpec configures a HorizontalPodAutoscaler.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must not exceed autoscaling.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.targetCPUUtilization) || has(self.targetMemoryUtilization)",message="autoscaling needs targetCPUUtilization, targetMemoryUtilization or both"
+type AutoscalingSpec struct {
+	// minReplicas is the lower bound; defaults to deployment.replicas.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+
+	// maxReplicas is the upper bound.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// targetCPUUtilization is the average CPU utilisation, in percent of the
+	// request, the autoscaler aims for.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TargetCPUUtilization *int32 `json:"targetCPUUtilization,omitempty"`
+
+	// targetMemoryUtilization is the average memory utilisation, in percent
+	// of the request, the autoscaler aims for.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TargetMemoryUtilization *int32 `json:"targetMemoryUtilization,omitempty"`
+}
+
+// LogFormat is the log line format.
+// +kubebuilder:validation:Enum=text;json
+type LogFormat string
+
+// Log formats.
+const (
+	LogFormatText LogFormat = "text"
+	LogFormatJSON LogFormat = "json"
+)
+
+// LogLevel is an oslo.log level.
+// +kubebuilder:validation:Enum=DEBUG;INFO;WARNING;ERROR;CRITICAL
+type LogLevel string
+
+// LoggingSpec configures oslo.log.
+type LoggingSpec struct {
+	// format of log lines: text, or json (one JSON object per line).
+	// +optional
+	// +kubebuilder:default=text
+	Format LogFormat `json:"format,omitempty"`
+
+	// level is the root log level.
+	// +optional
+	// +kubebuilder:default=INFO
+	Level LogLevel `json:"level,omitempty"`
+
+	// debug turns on oslo.log debug output.
+	// +optional
+	// +kubebuilder:default=false
+	Debug *bool `json:"debug,omitempty"`
+
+	// perLoggerLevels sets levels of individual loggers, for example
+	// {"sqlalchemy": "WARNING"}.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	PerLoggerLevels map[string]LogLevel `json:"perLoggerLevels,omitempty"`
+}
+
+// SecretStoreKind is the kind of an External Secrets Operator store.
+// +kubebuilder:validation:Enum=ClusterSecretStore;SecretStore
+type SecretStoreKind string
+
+// Secret store kinds.
+const (
+	ClusterSecretStoreKind SecretStoreKind = "ClusterSecretStore"
+	SecretStoreKindName    SecretStoreKind = "SecretStore"
+)
+
+// SecretStoreReference names an External Secrets Operator store. A
+// SecretStore is looked up in the Glance's own namespace.
+type SecretStoreReference struct {
+	// kind of the store.
+	// +optional
+	// +kubebuilder:default=ClusterSecretStore
+	Kind SecretStoreKind `json:"kind,omitempty"`
+
+	// name of the store.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// PolicyOverridesSpec adds oslo.policy rules.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.configMapRef)",message="policyOverrides needs rules, configMapRef or both"
+type PolicyOverridesSpec struct {
+	// rules maps a policy name to its check string.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k != '' && self[k] != '')",message="policyOverrides.rules must not contain an empty policy name or rule"
+	Rules map[string]string `json:"rules,omitempty"`
+
+	// configMapRef names a ConfigMap in this namespace whose "policy.yaml"
+	// key holds further rules.
+	// +optional
+	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
+}
+
+// MiddlewarePosition places a filter in the API pipeline.
+// +kubebuilder:validation:Enum=before;after
+type MiddlewarePosition string
+
+// Middleware positions.
+const (
+	// MiddlewareBeforeAuth places the filter before authtoken.
+	MiddlewareBeforeAuth MiddlewarePosition = "before"
+	// MiddlewareAfterAuth places the filter after context, before the root app.
+	MiddlewareAfterAuth MiddlewarePosition = "after"
+)
+
+// MiddlewareSpec adds a paste filter to the API pipeline.
+type MiddlewareSpec struct {
+	// name of the filter in glance-api-paste.ini.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]+$`
+	Name string `json:"name"`
+
+	// filterFactory is the paste filter factory, as module:callable.
+	// +required
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$`
+	FilterFactory string `json:"filterFactory"`
+
+	// position is where the filter joins the pipeline: before authentication
+	// (before authtoken) or after it (after context, before the root app).
+	// +optional
+	// +kubebuilder:default=after
+	Position MiddlewarePosition `json:"position,omitempty"`
+
+	// config is passed to the factory as the filter section's options.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// PluginSpec enables an image import plugin.
+type PluginSpec struct {
+	// name of the plugin, added to [image_import_opts] image_import_plugins.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_]+$`
+	Name string `json:"name"`
+
+	// configSection is the glance-api.conf section config is rendered into.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_]+$`
+	ConfigSection string `json:"configSection"`
+
+	// config holds the plugin's options.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// ImageCacheSpec enables the image cache.
+type ImageCacheSpec struct {
+	// size bounds the image-cache emptyDir. The pruner keeps the cache at 80%
+	// of it (image_cache_max_size).
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="imageCache.size must be greater than zero"
+	Size resource.Quantity `json:"size"`
+
+	// maintenanceInterval is how often the sidecar runs the pruner and the
+	// cleaner regardless of the cache's size, between 1m and 24h.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="imageCache.maintenanceInterval must be between 1m and 24h"
+	MaintenanceInterval *metav1.Duration `json:"maintenanceInterval,omitempty"`
+}
+
+// StagingSpec bounds the image import scratch volumes.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.sizeLimit) && has(self.unbounded) && self.unbounded)",message="staging.sizeLimit and staging.unbounded are mutually exclusive"
+type StagingSpec struct {
+	// sizeLimit of each of the staging and tasks-work emptyDirs.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="staging.sizeLimit must be greater than zero"
+	SizeLimit *resource.Quantity `json:"sizeLimit,omitempty"`
+
+	// unbounded removes the sizeLimit. A large import can then fill the node's
+	// disk, and the kubelet evicts pods outside the PodDisruptionBudget.
+	// +optional
+	Unbounded bool `json:"unbounded,omitempty"`
+}
+
+// DBPurgeSpec schedules `glance-manage db purge`.
+type DBPurgeSpec struct {
+	// schedule in cron format.
+	// +optional
+	// +kubebuilder:default="0 3 * * *"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Schedule string `json:"schedule,omitempty"`
+
+	// suspend pauses the purge; DBPurgeReady then reports DBPurgeSuspended.
+	// +optional
+	// +kubebuilder:default=false
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// ageInDays purges rows soft-deleted more than this many days ago.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	AgeInDays *int32 `json:"ageInDays,omitempty"`
+
+	// maxRows caps the rows purged per table in one run.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	MaxRows *int32 `json:"maxRows,omitempty"`
+
+	// activeDeadlineSeconds fails a run that takes longer, so a wedged purge
+	// surfaces as DBPurgeJobFailed.
+	// +optional
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// successfulJobsHistoryLimit is how many succeeded runs are kept.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	SuccessfulJobsHistoryLimit *int32 `json:"successfulJobsHistoryLimit,omitempty"`
+
+	// failedJobsHistoryLimit is how many failed runs are kept.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
+}
+
+// TargetClusterReference names a registered target cluster.
+type TargetClusterReference struct {
+	// name of the target cluster: the name of its kubeconfig Secret in the
+	// manager's clusters namespace.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="targetClusterRef.name is immutable"
+	Name string `json:"name"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// SecretKeySelector names a key of a Secret in the same namespace.
+type SecretKeySelector struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// key within the Secret; each reference documents its default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// UpgradePhase is the step of an in-flight release upgrade.
+// +kubebuilder:validation:Enum=Expanding;Migrating;RollingUpdate;Contracting
+type UpgradePhase string
+
+// Upgrade phases, in order.
+const (
+	UpgradePhaseExpanding     UpgradePhase = "Expanding"
+	UpgradePhaseMigrating     UpgradePhase = "Migrating"
+	UpgradePhaseRollingUpdate UpgradePhase = "RollingUpdate"
+	UpgradePhaseContracting   UpgradePhase = "Contracting"
+)
+
+// GlanceStatus is the observed state of a Glance.
+type GlanceStatus struct {
+	// conditions: Ready aggregates the nine sub-conditions SecretsReady,
+	// BackendsReady, DatabaseReady, DeploymentReady, GlanceAPIReady, HPAReady,
+	// NetworkPolicyReady, HTTPRouteReady and DBPurgeReady.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// endpoint is the URL clients reach the image API at.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// installedRelease is the release whose schema is fully migrated.
+	// +optional
+	InstalledRelease string `json:"installedRelease,omitempty"`
+
+	// targetRelease is the release an in-flight upgrade is moving to; empty
+	// when no upgrade is in flight.
+	// +optional
+	TargetRelease string `json:"targetRelease,omitempty"`
+
+	// upgradePhase is the step of the in-flight upgrade; empty when idle.
+	// +optional
+	UpgradePhase UpgradePhase `json:"upgradePhase,omitempty"`
+}
+
+// GlanceList is a list of Glance.
+//
+// +kubebuilder:object:root=true
+type GlanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Glance `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Glance{}, &GlanceList{})
+}

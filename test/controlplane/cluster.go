@@ -1,0 +1,355 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ClusterOptions configure a full local cluster.
+type ClusterOptions struct {
+	// Dir holds certificates, kubeconfigs, etcd data, logs and the PID file.
+	// Empty means a new temporary directory, removed by Stop.
+	Dir string
+	// Nodes is the number of kwok fake nodes; 0 means 2.
+	Nodes int
+	// CRDs to install before StartCluster returns.
+	CRDs CRDs
+	// KwokStages are extra kwok Stage files, applied after the default
+	// stages (for example one that fails the Jobs of a namespace).
+	KwokStages []string
+}
+
+// Cluster is a full local cluster on loopback: etcd, kube-apiserver with RBAC,
+// kube-controller-manager with all controllers, kube-scheduler, and kwok
+// running pod lifecycles on fake nodes.
+type Cluster struct {
+	// Dir is the state directory.
+	Dir string
+	// Kubeconfig is the path of a cluster-admin kubeconfig.
+	Kubeconfig string
+	// Config is the cluster-admin REST config.
+	Config *rest.Config
+
+	procs   []*process
+	tempDir bool
+}
+
+// FakeNodeAnnotation marks the nodes kwok manages.
+const FakeNodeAnnotation = "kwok.x-k8s.io/node"
+
+// StartCluster starts a full local cluster on free loopback ports. Two
+// clusters can run side by side. On error everything started is stopped.
+func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
+	bin, err := BinDir(ClusterBinaries...)
+	if err != nil {
+		return nil, err
+	}
+	stages := filepath.Join(bin, "kwok-stages.yaml")
+	if _, err := os.Stat(stages); err != nil {
+		return nil, fmt.Errorf("%w: kwok stages %s; run `make control-plane`", ErrBinariesMissing, stages)
+	}
+	c := &Cluster{Dir: opts.Dir}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "glance-cluster-"); err != nil {
+			return nil, err
+		}
+		c.tempDir = true
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Stop())
+		}
+	}()
+
+	ports, err := freePorts(7)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+
+	pk, err := newPKI(filepath.Join(c.Dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pk.serviceAccountKey(); err != nil {
+		return nil, err
+	}
+	identities := []struct {
+		name    string
+		subject pkix.Name
+		hosts   []string
+	}{
+		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
+		{"admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, nil},
+		{"kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil},
+		{"kube-scheduler", pkix.Name{CommonName: "system:kube-scheduler"}, nil},
+	}
+	for _, id := range identities {
+		if err := pk.issue(id.name, id.subject, id.hosts...); err != nil {
+			return nil, err
+		}
+		if id.name != "apiserver" {
+			if err := pk.kubeconfig(filepath.Join(c.Dir, id.name+".kubeconfig"), server, id.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
+
+	if err := c.start(bin, "etcd",
+		"--name=default",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", etcdClient),
+		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", etcdClient),
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", etcdPeer),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", etcdPeer),
+		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", etcdPeer),
+		"--unsafe-no-fsync=true",
+	); err != nil {
+		return nil, err
+	}
+	if err := c.waitHTTP(ctx, "etcd", fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)); err != nil {
+		return nil, err
+	}
+
+	if err := c.start(bin, "kube-apiserver",
+		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		// With a loopback advertise address the default lease reconciler
+		// refuses to publish the kubernetes Service endpoints.
+		"--endpoint-reconciler-type=none",
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver"),
+		"--tls-cert-file="+pk.path("apiserver.crt"),
+		"--tls-private-key-file="+pk.path("apiserver.key"),
+		"--client-ca-file="+pk.path("ca.crt"),
+		"--service-account-key-file="+pk.path("sa.pub"),
+		"--service-account-signing-key-file="+pk.path("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+	); err != nil {
+		return nil, err
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.poll(ctx, "kube-apiserver ready", func(ctx context.Context) (bool, error) {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := checkServerVersion(c.Config); err != nil {
+		return nil, err
+	}
+
+	component := func(name string, port int) []string {
+		kc := filepath.Join(c.Dir, name+".kubeconfig")
+		return []string{
+			"--kubeconfig=" + kc,
+			"--authentication-kubeconfig=" + kc,
+			"--authorization-kubeconfig=" + kc,
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", port),
+			"--cert-dir=" + filepath.Join(c.Dir, name),
+			"--leader-elect=false",
+		}
+	}
+	if err := c.start(bin, "kube-controller-manager", append(component("kube-controller-manager", kcmPort),
+		"--controllers=*",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+pk.path("sa.key"),
+		"--root-ca-file="+pk.path("ca.crt"),
+		"--cluster-signing-cert-file="+pk.path("ca.crt"),
+		"--cluster-signing-key-file="+pk.path("ca.key"),
+	)...); err != nil {
+		return nil, err
+	}
+	if err := c.start(bin, "kube-scheduler", component("kube-scheduler", schedPort)...); err != nil {
+		return nil, err
+	}
+	for name, port := range map[string]int{"kube-controller-manager": kcmPort, "kube-scheduler": schedPort} {
+		if err := c.waitHTTP(ctx, name, fmt.Sprintf("https://127.0.0.1:%d/healthz", port)); err != nil {
+			return nil, err
+		}
+	}
+
+	kwokArgs := []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + FakeNodeAnnotation + "=fake",
+		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
+		"--config=" + stages,
+	}
+	for _, s := range opts.KwokStages {
+		kwokArgs = append(kwokArgs, "--config="+s)
+	}
+	if err := c.start(bin, "kwok", kwokArgs...); err != nil {
+		return nil, err
+	}
+	nodes := opts.Nodes
+	if nodes == 0 {
+		nodes = 2
+	}
+	if err := c.createNodes(ctx, cs, nodes); err != nil {
+		return nil, err
+	}
+	// Pods need the default ServiceAccount, which the controller manager
+	// creates shortly after start.
+	if err := c.poll(ctx, "default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return nil, err
+	}
+
+	paths, err := opts.CRDs.Paths()
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) > 0 {
+		if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+			return nil, fmt.Errorf("install CRDs: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(bin, name string, args ...string) error {
+	p, err := startProcess(c.Dir, name, filepath.Join(bin, name), args...)
+	if p != nil {
+		c.procs = append(c.procs, p)
+	}
+	return err
+}
+
+// poll waits for cond, failing early when a component has died.
+func (c *Cluster) poll(ctx context.Context, what string, cond wait.ConditionWithContextFunc) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, p := range c.procs {
+			if err := p.exited(); err != nil {
+				return false, err
+			}
+		}
+		return cond(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w (logs in %s)", what, err, filepath.Join(c.Dir, "logs"))
+	}
+	return nil
+}
+
+func (c *Cluster) waitHTTP(ctx context.Context, what, url string) error {
+	// The components serve with self-signed certificates; only liveness is
+	// checked here.
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe
+	return c.poll(ctx, what+" healthy", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+func (c *Cluster) createNodes(ctx context.Context, cs kubernetes.Interface, n int) error {
+	zones := []string{"zone-a", "zone-b", "zone-c"}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("32"),
+		corev1.ResourceMemory:           resource.MustParse("256Gi"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+	}
+	for i := range n {
+		name := fmt.Sprintf("kwok-node-%d", i)
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Annotations: map[string]string{FakeNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Labels: map[string]string{
+					"kubernetes.io/hostname":      name,
+					"kubernetes.io/os":            "linux",
+					"kubernetes.io/arch":          "amd64",
+					"topology.kubernetes.io/zone": zones[i%len(zones)],
+					"type":                        "kwok",
+				},
+			},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create fake node %s: %w", name, err)
+		}
+	}
+	return c.poll(ctx, fmt.Sprintf("%d kwok nodes Ready", n), func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, node := range list.Items {
+			for _, cond := range node.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= n, nil
+	})
+}
+
+// Stop stops every component, newest first, and removes a temporary state
+// directory. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].stop(15 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.procs = nil
+	if err := os.Remove(filepath.Join(c.Dir, pidFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if c.tempDir {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		c.tempDir = false
+	}
+	return errors.Join(errs...)
+}
