@@ -1,0 +1,281 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/release"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// ValidateGlance validates a create (old nil) or an update of a Glance. All
+// errors are returned together; lookups that fail make the request fail
+// closed with an internal error on the field that needed them.
+func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookups) (Warnings, field.ErrorList) {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	var warns Warnings
+
+	errs = append(errs, validateRelease(old, g, &warns)...)
+	errs = append(errs, validateDeployment(ctx, g, spec.Child("deployment"), lookups)...)
+	if gw := g.Spec.Gateway; gw != nil {
+		errs = append(errs, apivalidation.ValidateAnnotations(gw.Annotations, spec.Child("gateway", "annotations"))...)
+	}
+	if np := g.Spec.NetworkPolicy; np != nil {
+		for i, src := range np.Ingress {
+			p := spec.Child("networkPolicy", "ingress").Index(i)
+			errs = append(errs, validateSelector(src.NamespaceSelector, p.Child("namespaceSelector"))...)
+			errs = append(errs, validateSelector(src.PodSelector, p.Child("podSelector"))...)
+		}
+	}
+	errs = append(errs, validateMiddleware(g.Spec.Middleware, spec.Child("middleware"))...)
+	errs = append(errs, validatePlugins(g.Spec.Plugins, spec.Child("plugins"))...)
+	errs = append(errs, validateExtraConfig(g.Spec.ExtraConfig, spec.Child("extraConfig"))...)
+	if p := g.Spec.DBPurge; p != nil && p.Schedule != "" {
+		errs = append(errs, validateSchedule(p.Schedule, spec.Child("dbPurge", "schedule"))...)
+	}
+
+	warns = append(warns, knobWarnings(g)...)
+	warns = append(warns, storageWarnings(g)...)
+	return warns, errs
+}
+
+// validateRelease checks the release year (the CRD pattern checks the form)
+// and, on an update that moves the release, the upgrade path.
+func validateRelease(old, g *v1alpha1.Glance, warns *Warnings) field.ErrorList {
+	p := field.NewPath("spec", "openStackRelease")
+	target, err := release.Parse(g.Spec.OpenStackRelease)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, g.Spec.OpenStackRelease, err.Error())}
+	}
+	if tag := g.Spec.Image.Tag; tag != "" {
+		if built, ok := release.FromImageTag(tag); ok && built != target {
+			*warns = append(*warns, fmt.Sprintf("spec.image.tag %q is built for %s but spec.openStackRelease is %s: the controller holds the release with ImageReleaseMismatch until they agree", tag, built, target))
+		}
+	}
+	if old == nil {
+		return nil
+	}
+	if _, err := release.Parse(old.Spec.OpenStackRelease); err != nil {
+		*warns = append(*warns, fmt.Sprintf("the stored spec.openStackRelease %q is not a valid release: no launch-mode or upgrade-path check could be made against it", old.Spec.OpenStackRelease))
+	}
+	if old.Spec.OpenStackRelease == g.Spec.OpenStackRelease {
+		return nil
+	}
+
+	st := old.Status
+	installedStr := st.InstalledRelease
+	if installedStr == "" {
+		installedStr = old.Spec.OpenStackRelease
+	}
+	installed, err := release.Parse(installedStr)
+	if err != nil {
+		// Nothing to judge the path against; the controller reports it.
+		return nil
+	}
+
+	if st.UpgradePhase != "" {
+		switch {
+		case g.Spec.OpenStackRelease == st.TargetRelease:
+			return nil
+		case target == installed && st.UpgradePhase == v1alpha1.UpgradePhaseContracting:
+			return field.ErrorList{field.Forbidden(p, fmt.Sprintf("the upgrade to %s is Contracting: the old schema is being removed, so it can no longer be aborted back to %s", st.TargetRelease, installed))}
+		case target == installed:
+			return nil // abort
+		default:
+			return field.ErrorList{field.Forbidden(p, fmt.Sprintf("an upgrade from %s to %s is in flight (phase %s): set %s to finish it or %s to abort it before choosing %s", installed, st.TargetRelease, st.UpgradePhase, st.TargetRelease, installed, target))}
+		}
+	}
+
+	switch release.StepBetween(installed, target) {
+	case release.Downgrade:
+		return field.ErrorList{field.Forbidden(p, fmt.Sprintf("%s is older than the installed release %s: downgrades are not supported", target, installed))}
+	case release.Skip:
+		return field.ErrorList{field.Forbidden(p, fmt.Sprintf("%s skips releases after the installed %s: upgrade one release at a time, next to %s", target, installed, installed.Next()))}
+	}
+	return nil
+}
+
+func validateDeployment(ctx context.Context, g *v1alpha1.Glance, p *field.Path, lookups Lookups) field.ErrorList {
+	d := g.Spec.Deployment
+	if d == nil {
+		return nil
+	}
+	var errs field.ErrorList
+
+	res := d.Resources
+	names := make([]string, 0, len(res.Requests))
+	for name := range res.Requests {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		req := res.Requests[corev1.ResourceName(name)]
+		if limit, ok := res.Limits[corev1.ResourceName(name)]; ok && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p.Child("resources", "requests").Key(name), req.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+
+	if s := d.Strategy; s != nil && s.RollingUpdate != nil {
+		zero := func(v *intstr.IntOrString) bool {
+			return v != nil && (v.String() == "0" || v.String() == "0%")
+		}
+		unavailable, surge := s.RollingUpdate.MaxUnavailable, s.RollingUpdate.MaxSurge
+		if unavailable == nil {
+			unavailable = ptrIntOrString(v1alpha1.DefaultMaxUnavailable)
+		}
+		if surge == nil {
+			surge = ptrIntOrString(v1alpha1.DefaultMaxSurge)
+		}
+		if zero(unavailable) && zero(surge) {
+			errs = append(errs, field.Invalid(p.Child("strategy", "rollingUpdate"), "maxUnavailable=0, maxSurge=0", "maxUnavailable and maxSurge may not both be 0: the rollout could never make progress"))
+		}
+	}
+
+	podLabels := labels.Set(render.APIPodLabels(g.Name))
+	for i, c := range d.TopologySpreadConstraints {
+		cp := p.Child("topologySpreadConstraints").Index(i).Child("labelSelector")
+		if c.LabelSelector == nil {
+			errs = append(errs, field.Required(cp, fmt.Sprintf("must select the Glance's pods (labels %s)", podLabels)))
+			continue
+		}
+		if selErrs := validateSelector(c.LabelSelector, cp); len(selErrs) > 0 {
+			errs = append(errs, selErrs...)
+			continue
+		}
+		sel, _ := metav1.LabelSelectorAsSelector(c.LabelSelector)
+		if !sel.Matches(podLabels) {
+			errs = append(errs, field.Invalid(cp, sel.String(), fmt.Sprintf("does not select the Glance's pods (labels %s), so the constraint would spread nothing", podLabels)))
+		}
+	}
+
+	if pc := d.PriorityClassName; pc != nil && *pc != "" {
+		pp := p.Child("priorityClassName")
+		exists, err := lookups.PriorityClassExists(ctx, *pc)
+		switch {
+		case err != nil:
+			errs = append(errs, field.InternalError(pp, fmt.Errorf("looking up PriorityClass %q: %w", *pc, err)))
+		case !exists:
+			errs = append(errs, field.NotFound(pp, *pc))
+		}
+	}
+	return errs
+}
+
+func ptrIntOrString(v int) *intstr.IntOrString {
+	i := intstr.FromInt32(int32(v))
+	return &i
+}
+
+func validateSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList {
+	if sel == nil {
+		return nil
+	}
+	return metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, p)
+}
+
+// builtinFilters are the paste filters and apps the operator renders into
+// glance-api-paste.ini; a middleware of the same name would replace them.
+var builtinFilters = map[string]bool{
+	"cors": true, "http_proxy_to_wsgi": true, "versionnegotiation": true, "authtoken": true,
+	"context": true, "unauthenticated-context": true, "cache": true, "cachemanage": true,
+	"healthcheck": true, "rootapp": true, "apiv2app": true, "apiversions": true, "main": true,
+}
+
+func validateMiddleware(mws []v1alpha1.MiddlewareSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, mw := range mws {
+		mp := p.Index(i)
+		if builtinFilters[strings.ToLower(mw.Name)] {
+			errs = append(errs, field.Invalid(mp.Child("name"), mw.Name, "is a filter or app the operator renders itself"))
+		}
+		errs = append(errs, validateOptions(mw.Config, mp.Child("config"))...)
+	}
+	return errs
+}
+
+// operatorSections are the glance-api.conf sections the operator renders; a
+// plugin's config there would mix with them.
+var operatorSections = map[string]bool{
+	"default": true, "database": true, "keystone_authtoken": true, "glance_store": true,
+	"paste_deploy": true, "oslo_policy": true, "oslo_middleware": true, "oslo_concurrency": true,
+	"cache": true, "image_import_opts": true, "cors": true,
+}
+
+func validatePlugins(plugins []v1alpha1.PluginSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, pl := range plugins {
+		pp := p.Index(i)
+		if operatorSections[strings.ToLower(pl.ConfigSection)] || isReservedStoreName(pl.ConfigSection) {
+			errs = append(errs, field.Invalid(pp.Child("configSection"), pl.ConfigSection, "is a section the operator renders itself"))
+		}
+		errs = append(errs, validateOptions(pl.Config, pp.Child("config"))...)
+	}
+	return errs
+}
+
+// validateExtraConfig keeps extraConfig to the sections and keys it names:
+// no empty names, and nothing that could end a line or open a section.
+func validateExtraConfig(cfg map[string]map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, section := range sortedKeys(cfg) {
+		sp := p.Key(section)
+		switch {
+		case section == "":
+			errs = append(errs, field.Invalid(sp, section, "section name must not be empty"))
+		case strings.ContainsAny(section, "\r\n[]") || strings.TrimSpace(section) != section:
+			errs = append(errs, field.Invalid(sp, section, "section name must not contain line breaks or brackets, or start or end with whitespace"))
+		}
+		errs = append(errs, validateOptions(cfg[section], sp)...)
+	}
+	return errs
+}
+
+// validateOptions checks the keys and values of one INI section.
+func validateOptions(opts map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range sortedKeys(opts) {
+		kp := p.Key(key)
+		switch {
+		case key == "":
+			errs = append(errs, field.Invalid(kp, key, "option name must not be empty"))
+		case strings.ContainsAny(key, "\r\n=:[]") || strings.TrimSpace(key) != key || strings.HasPrefix(key, "#") || strings.HasPrefix(key, ";"):
+			errs = append(errs, field.Invalid(kp, key, "option name must not contain line breaks, '=', ':' or brackets, start with a comment character, or start or end with whitespace"))
+		}
+		if strings.ContainsAny(opts[key], "\r\n") {
+			errs = append(errs, field.Invalid(kp, opts[key], "value must not contain line breaks"))
+		}
+	}
+	return errs
+}
+
+func validateSchedule(schedule string, p *field.Path) field.ErrorList {
+	if strings.Contains(schedule, "TZ") {
+		return field.ErrorList{field.Invalid(p, schedule, "time zones (TZ=, CRON_TZ=) are not supported in the schedule")}
+	}
+	if _, err := cron.ParseStandard(schedule); err != nil {
+		return field.ErrorList{field.Invalid(p, schedule, "not a valid cron schedule: "+err.Error())}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

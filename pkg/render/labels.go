@@ -1,0 +1,33 @@
+// Package render builds the objects and files a Glance runs on from its spec
+// and resolved facts. Builders are pure: no client calls.
+package render
+
+// Label keys the operator sets on everything it creates.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "glance-operator"
+	// ComponentAPI is the component of the glance-api pods.
+	ComponentAPI = "api"
+)
+
+// CommonLabels are the labels of every object owned by the Glance named name.
+func CommonLabels(name string) map[string]string {
+	return map[string]string{
+		LabelName:      "glance",
+		LabelInstance:  name,
+		LabelManagedBy: ManagedBy,
+	}
+}
+
+// APIPodLabels are the labels of the glance-api pods of the Glance named name;
+// they also form the Deployment's selector.
+func APIPodLabels(name string) map[string]string {
+	l := CommonLabels(name)
+	l[LabelComponent] = ComponentAPI
+	return l
+}
