@@ -6,6 +6,7 @@ K8S_VERSION := v1.37.2
 CONTROL_PLANE_BIN := $(CURDIR)/bin/k8s/$(K8S_VERSION)
 RUN_DIR := $(CURDIR)/.run
 TEST_TIMEOUT ?= 30m
+BENCHTIME ?= 2s
 
 .DEFAULT_GOAL := help
 
@@ -43,6 +44,14 @@ vet: ## Run go vet and check formatting.
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l api cmd pkg test hack 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: bench
+bench: ## Run the Go benchmarks (admission handler latency, TLS server load).
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+.PHONY: build
+build: ## Build glance-webhook into bin/.
+	$(GO) build -o bin/glance-webhook ./cmd/webhook
 
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).

@@ -236,10 +236,11 @@ type GlanceDeploymentSpec struct {
 	// topologySpreadConstraints spread the pods. Absent means spreading over
 	// zones and hostnames (maxSkew 1, ScheduleAnyway); an empty list means no
 	// constraints. Each labelSelector must match the pod labels.
+	// A pointer keeps "absent" and "empty" apart through a Go round trip.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
-	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+	TopologySpreadConstraints *[]corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
 	// priorityClassName of the pods. The PriorityClass must exist.
 	// +optional

@@ -145,7 +145,11 @@ func validateDeployment(ctx context.Context, g *v1alpha1.Glance, p *field.Path, 
 	}
 
 	podLabels := labels.Set(render.APIPodLabels(g.Name))
-	for i, c := range d.TopologySpreadConstraints {
+	var spread []corev1.TopologySpreadConstraint
+	if d.TopologySpreadConstraints != nil {
+		spread = *d.TopologySpreadConstraints
+	}
+	for i, c := range spread {
 		cp := p.Child("topologySpreadConstraints").Index(i).Child("labelSelector")
 		if c.LabelSelector == nil {
 			errs = append(errs, field.Required(cp, fmt.Sprintf("must select the Glance's pods (labels %s)", podLabels)))

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -77,4 +78,32 @@ func checkServerVersion(cfg *rest.Config) error {
 		return fmt.Errorf("kube-apiserver reports version %q, want %q: rebuild with `make control-plane`", v.GitVersion, KubernetesVersion)
 	}
 	return nil
+}
+
+// RunTests is the TestMain of a suite on one API server: it starts the
+// server, runs setup, runs the tests, runs setup's cleanup and stops the
+// server, returning the exit code. A server that does not start fails the
+// suite with the reason.
+func RunTests(m interface{ Run() int }, opts APIServerOptions, setup func(*APIServer) (cleanup func(), err error)) int {
+	srv, err := StartAPIServer(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: start kube-apiserver:", err)
+		return 1
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop kube-apiserver:", err)
+		}
+	}()
+	if setup != nil {
+		cleanup, err := setup(srv)
+		if cleanup != nil {
+			defer cleanup()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: suite setup:", err)
+			return 1
+		}
+	}
+	return m.Run()
 }

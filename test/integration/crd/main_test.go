@@ -5,7 +5,6 @@ package crd
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -25,29 +24,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	srv, err := controlplane.StartAPIServer(controlplane.APIServerOptions{CRDs: controlplane.CRDs{Glance: true}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start kube-apiserver:", err)
-		return 1
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop kube-apiserver:", err)
+	os.Exit(controlplane.RunTests(m, controlplane.APIServerOptions{CRDs: controlplane.CRDs{Glance: true}}, func(srv *controlplane.APIServer) (func(), error) {
+		cfg = srv.Config
+		var err error
+		if cl, err = client.New(cfg, client.Options{}); err != nil {
+			return nil, err
 		}
-	}()
-	cfg = srv.Config
-	if cl, err = client.New(cfg, client.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: client:", err)
-		return 1
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := cl.Create(context.Background(), ns); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: create namespace:", err)
-		return 1
-	}
-	return m.Run()
+		return nil, cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	}))
 }

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
 // violation is one cause of an Invalid error: the field it names and the end
@@ -83,14 +85,6 @@ func backend(name string, muts ...mutation) *unstructured.Unstructured {
 }
 
 func TestCreateValidation(t *testing.T) {
-	manyOptions := func() string {
-		var b strings.Builder
-		b.WriteString("{")
-		for i := range 33 {
-			fmt.Fprintf(&b, "opt_%d: v,", i)
-		}
-		return b.String() + "}"
-	}()
 	cases := []createCase{
 		// Glance: valid objects.
 		{name: "glance minimal", obj: glance("minimal")},
@@ -245,7 +239,7 @@ func TestCreateValidation(t *testing.T) {
 			want: []violation{cel("spec.extraOptions", msgOptionValues)}},
 		{name: "extra option value too long", obj: backend("opt-long", set("spec.extraOptions", "{a: "+strings.Repeat("x", 1025)+"}")),
 			want: []violation{frag("spec.extraOptions.a", "Too long: may not be more than 1024 bytes"), celSkipped}},
-		{name: "33 extra options", obj: backend("opt-many", set("spec.extraOptions", manyOptions)),
+		{name: "33 extra options", obj: backend("opt-many", set("spec.extraOptions", fixtures.Options(33))),
 			want: []violation{frag("spec.extraOptions", "Too many: 33: must have at most 32 items"), celSkipped}},
 	}
 	ctx := context.Background()

@@ -1,0 +1,185 @@
+// Command glance-webhook is the admission server of the glance-operator:
+// defaulting and validation of Glance and GlanceBackend, served over HTTPS
+// to the API server (`serve`), and the same verdict given offline to
+// manifests (`check`).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/c5c3/glance-operator/pkg/admission/check"
+	"github.com/c5c3/glance-operator/pkg/admission/webhook"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "serve":
+			return serve(args[1:], stderr)
+		case "check":
+			return check.Run(args[1:], stdout, stderr)
+		case "help", "-h", "-help", "--help":
+			usage(stdout)
+			return 0
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			fmt.Fprintf(stderr, "glance-webhook: unknown command %q\n\n", args[0])
+			usage(stderr)
+			return 2
+		}
+	}
+	return serve(args, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `glance-webhook is the admission server of the glance-operator.
+
+Usage:
+  glance-webhook [serve] [flags]
+      Serve the mutating and validating webhooks of Glance and GlanceBackend
+      over HTTPS (the default command). The serving certificate is read from
+      --cert-dir and re-read when it rotates; /healthz and /readyz are on
+      --health-probe-bind-address, Prometheus metrics on
+      --metrics-bind-address. SIGTERM drains in-flight reviews.
+
+  glance-webhook check -f FILE|DIR [-f ...] [--old FILE] [-o text|json|junit]
+                       [--warnings-as-errors]
+      Judge manifests offline with the verdict the cluster gives: CRD
+      defaults, webhook defaults, CRD schema and CEL rules, webhook rules,
+      in the API server's order. Exits non-zero on any denial; prints
+      warnings. See 'glance-webhook check --help'.
+
+Flags of serve:
+`)
+	fs, _ := serveFlags(w)
+	fs.PrintDefaults()
+}
+
+// serveConfig is what the serve flags set.
+type serveConfig struct {
+	server     webhook.ServerOptions
+	kubeconfig string
+	qps        float64
+	burst      int
+	logFormat  string
+	logLevel   string
+}
+
+func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
+	c := &serveConfig{server: webhook.DefaultServerOptions()}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintln(output, "Usage: glance-webhook [serve] [flags]")
+		fs.PrintDefaults()
+	}
+	o := &c.server
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "host the HTTPS webhook listener binds (empty: all interfaces)")
+	fs.IntVar(&o.Port, "port", o.Port, "port of the HTTPS webhook listener")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory holding the serving certificate and key; may be filled after start, re-read on change")
+	fs.StringVar(&o.CertName, "cert-name", o.CertName, "file name of the serving certificate (PEM) in --cert-dir")
+	fs.StringVar(&o.KeyName, "key-name", o.KeyName, "file name of the serving key (PEM) in --cert-dir")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, `address of /healthz and /readyz ("0" disables them)`)
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may finish after SIGTERM")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to look up backends and PriorityClasses in (default: in-cluster config)")
+	fs.Float64Var(&c.qps, "kube-api-qps", 50, "client-side rate limit of the lookups, queries per second")
+	fs.IntVar(&c.burst, "kube-api-burst", 100, "client-side burst of the lookups")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: error, info, or debug (debug adds every allowed review)")
+	return fs, c
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs, c := serveFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "glance-webhook serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	log, err := newLogger(stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "glance-webhook serve: %v\n", err)
+		return 2
+	}
+	ctrllog.SetLogger(log)
+	klog.SetLogger(log)
+
+	cfg, err := restConfig(c.kubeconfig)
+	if err != nil {
+		log.Error(err, "load the API server config")
+		return 1
+	}
+	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+	cfg.UserAgent = "glance-webhook"
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// A second signal kills the process rather than waiting for the drain.
+		<-ctx.Done()
+		stop()
+	}()
+	if err := webhook.RunServer(ctx, cfg, c.server, log); err != nil {
+		log.Error(err, "admission server failed")
+		return 1
+	}
+	return 0
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+// newLogger logs through log/slog. Levels map logr verbosity V(n) to slog
+// level -n, so debug (-4) shows V(1) to V(4) and never controller-runtime's
+// V(5) response dumps, whose messages can quote field values.
+func newLogger(w io.Writer, format, level string) (logr.Logger, error) {
+	var lvl slog.Level
+	switch level {
+	case "error":
+		lvl = slog.LevelError
+	case "info":
+		lvl = slog.LevelInfo
+	case "debug":
+		lvl = slog.LevelDebug
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-level %q: want error, info or debug", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
