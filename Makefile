@@ -7,6 +7,8 @@ CONTROL_PLANE_BIN := $(CURDIR)/bin/k8s/$(K8S_VERSION)
 RUN_DIR := $(CURDIR)/.run
 TEST_TIMEOUT ?= 30m
 BENCHTIME ?= 2s
+FUZZTIME_TEST ?= 15s
+FUZZTIME ?= 5m
 
 .DEFAULT_GOAL := help
 
@@ -24,6 +26,7 @@ run: control-plane ## Start a local cluster with the CRDs and the sample Glance;
 .PHONY: test
 test: control-plane verify-generated vet ## Run every suite against the real control plane.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 
 ##@ Development
 
@@ -49,8 +52,13 @@ vet: ## Run go vet and check formatting.
 bench: ## Run the Go benchmarks (admission handler latency, TLS server load).
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
 
+.PHONY: fuzz
+fuzz: ## Fuzz the INI writer against an oslo.config-like parser for $(FUZZTIME).
+	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME) ./pkg/render/
+
 .PHONY: build
-build: ## Build glance-webhook into bin/.
+build: ## Build glance-operator and glance-webhook into bin/.
+	$(GO) build -o bin/glance-operator ./cmd/manager
 	$(GO) build -o bin/glance-webhook ./cmd/webhook
 
 .PHONY: control-plane

@@ -94,5 +94,13 @@ const (
 	ReasonDBPurgeJobFailed = "DBPurgeJobFailed"
 
 	// GlanceBackend reasons beyond the shared ones.
-	ReasonWaitingForParent = "WaitingForParent"
+	ReasonWaitingForParent      = "WaitingForParent"
+	ReasonCredentialsAvailable  = "CredentialsAvailable"
+	ReasonWaitingForCredentials = "WaitingForCredentials"
+	ReasonConfigProjected       = "ConfigProjected"
+	ReasonWaitingForProjection  = "WaitingForProjection"
 )
+
+// BackendSubConditions are the conditions a GlanceBackend's Ready
+// aggregates.
+var BackendSubConditions = []string{ConditionCredentialsReady, ConditionConfigProjected}

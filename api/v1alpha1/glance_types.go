@@ -320,6 +320,8 @@ const (
 )
 
 // DatabaseTLSSpec secures the database connection.
+//
+// +kubebuilder:validation:XValidation:rule="!(self.mode in ['verify-ca', 'verify-full']) || has(self.caBundleSecretRef)",message="database.tls.mode verify-ca and verify-full need caBundleSecretRef: without a CA nothing would be verified"
 type DatabaseTLSSpec struct {
 	// mode is the TLS mode: disabled, prefer, require, verify-ca (check the
 	// server certificate against caBundleSecretRef) or verify-full (also check

@@ -10,13 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/c5c3/glance-operator/pkg/admission/check"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
+	"github.com/c5c3/glance-operator/pkg/logging"
 )
 
 func main() {
@@ -121,7 +120,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glance-webhook serve: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	log, err := newLogger(stderr, c.logFormat, c.logLevel)
+	log, err := logging.New(stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "glance-webhook serve: %v\n", err)
 		return 2
@@ -156,30 +155,4 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}
 	return rest.InClusterConfig()
-}
-
-// newLogger logs through log/slog. Levels map logr verbosity V(n) to slog
-// level -n, so debug (-4) shows V(1) to V(4) and never controller-runtime's
-// V(5) response dumps, whose messages can quote field values.
-func newLogger(w io.Writer, format, level string) (logr.Logger, error) {
-	var lvl slog.Level
-	switch level {
-	case "error":
-		lvl = slog.LevelError
-	case "info":
-		lvl = slog.LevelInfo
-	case "debug":
-		lvl = slog.LevelDebug
-	default:
-		return logr.Logger{}, fmt.Errorf("--log-level %q: want error, info or debug", level)
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "text":
-		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return logr.Logger{}, fmt.Errorf("--log-format %q: want text or json", format)
-	}
 }

@@ -45,6 +45,7 @@ const (
 	msgImageOneOf        = "exactly one of image.tag or image.digest must be set"
 	msgDatabaseOneOf     = "exactly one of database.clusterRef or database.host must be set"
 	msgDynamicNeedsCl    = "database.credentialsMode Dynamic requires database.clusterRef"
+	msgTLSNeedsCA        = "database.tls.mode verify-ca and verify-full need caBundleSecretRef: without a CA nothing would be verified"
 	msgCacheOneOf        = "exactly one of cache.clusterRef or cache.servers must be set"
 	msgKeystoneURL       = "keystoneEndpoint must be an absolute http or https URL with a host"
 	msgKeystonePublicURL = "keystonePublicEndpoint must be an absolute http or https URL with a host"
@@ -126,6 +127,10 @@ func TestCreateValidation(t *testing.T) {
 			want: []violation{frag("spec.database.port", "spec.database.port in body should be greater than or equal to 1")}},
 		{name: "database tls mode unknown", obj: glance("db-tls", set("spec.database.tls", "{mode: strict}")),
 			want: []violation{frag("spec.database.tls.mode", `Unsupported value: "strict": supported values: "disabled", "prefer", "require", "verify-ca", "verify-full"`), celSkipped}},
+
+		{name: "database tls verify-full without a CA", obj: glance("db-tls-ca", set("spec.database.tls", "{mode: verify-full}")),
+			want: []violation{cel("spec.database.tls", msgTLSNeedsCA)}},
+		{name: "database tls require without a CA", obj: glance("db-tls-require", set("spec.database.tls", "{mode: require}"))},
 
 		// Glance: cache and Keystone.
 		{name: "cache clusterRef and servers", obj: glance("cache-both", set("spec.cache", "{clusterRef: {name: memcached}, servers: ['m:11211']}")),

@@ -1,0 +1,188 @@
+package glance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// Keys of a GlanceBackend's S3 credentials Secret.
+const (
+	AccessKeyIDKey     = "access-key-id"
+	SecretAccessKeyKey = "secret-access-key"
+	// BackendsConfKey is the key of backends.conf in the backends Secret.
+	BackendsConfKey = "backends.conf"
+)
+
+// backendsProjection is what the Backends step hands to the steps after it.
+type backendsProjection struct {
+	// valid is true when exactly one rendered backend is the default; only
+	// then does Config re-render.
+	valid bool
+	// secretName is the backends Secret to mount: the new one when valid,
+	// the live one otherwise (empty before any valid projection).
+	secretName string
+	// defaultBackend is the default store of a valid projection.
+	defaultBackend string
+	// live are the names the Deployment runs with.
+	live liveNames
+}
+
+// reconcileBackends renders the attached, credential-ready backends into a
+// content-hashed backends Secret. Waiting and invalid states never end the
+// pass: first install proceeds, and a backend's status flip re-enqueues the
+// Glance through the watch.
+func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	live, err := readLiveNames(ctx, p, g)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p.backends = backendsProjection{live: live, secretName: live.backendsSecret}
+
+	var list v1alpha1.GlanceBackendList
+	if err := p.r.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingFields{IndexBackendGlance: g.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list backends: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+
+	var rendered []render.Backend
+	var waiting, skipped []string
+	for i := range list.Items {
+		b := &list.Items[i]
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		// CredentialsReady, never the aggregate Ready: Ready also needs
+		// ConfigProjected, which only this step can bring about. A backend
+		// not judged yet is awaited; one judged not ready is skipped, with
+		// the reason, so the Glance's events say why it is missing.
+		cred := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionCredentialsReady)
+		var rb render.Backend
+		var why string
+		switch {
+		case cred == nil || cred.Status == metav1.ConditionUnknown:
+			waiting = append(waiting, b.Name)
+			continue
+		case cred.Status == metav1.ConditionFalse:
+			why = "its credentials are not ready: " + cred.Message
+		default:
+			var err error
+			if rb, why, err = renderableBackend(ctx, p, b); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if why != "" {
+			skipped = append(skipped, b.Name)
+			p.r.Recorder.Eventf(g, b, corev1.EventTypeWarning, "GlanceBackendSkipped", "Project", "backend %q skipped: %s", b.Name, why)
+			continue
+		}
+		rendered = append(rendered, rb)
+	}
+
+	notes := backendNotes(waiting, skipped)
+	var defaults []string
+	for _, b := range rendered {
+		if b.Spec.IsDefault {
+			defaults = append(defaults, b.Name)
+		}
+	}
+	switch {
+	case len(rendered) == 0:
+		msg := "no GlanceBackend is attached"
+		if len(list.Items) > 0 {
+			msg = "no attached GlanceBackend has ready credentials"
+		}
+		pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends, msg+notes)
+		return ctrl.Result{}, nil
+	case len(defaults) != 1:
+		msg := "none of the rendered backends is the default"
+		if len(defaults) > 1 {
+			msg = fmt.Sprintf("the rendered backends %s are all marked default", strings.Join(defaults, ", "))
+		}
+		pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend,
+			msg+"; keeping the last good configuration"+notes)
+		return ctrl.Result{}, nil
+	}
+
+	conf, err := render.BackendsConf(rendered)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("render backends.conf: %w", err)
+	}
+	data := map[string]string{BackendsConfKey: conf}
+	name := render.BackendsSecretName(g.Name, data)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentBackends)},
+		Immutable:  ptrTrue(),
+		StringData: data,
+		Type:       corev1.SecretTypeOpaque,
+	}
+	if err := ensureImmutable(ctx, p, g, secret); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := pruneHistory(ctx, p, g, &corev1.SecretList{}, componentBackends, name, live.backendsSecret); err != nil {
+		return ctrl.Result{}, err
+	}
+	p.backends.valid, p.backends.secretName, p.backends.defaultBackend = true, name, defaults[0]
+	names := make([]string, len(rendered))
+	for i, b := range rendered {
+		names[i] = b.Name
+	}
+	pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected,
+		fmt.Sprintf("projected %s (default %s) into Secret %s%s", strings.Join(names, ", "), defaults[0], name, notes))
+	return ctrl.Result{}, nil
+}
+
+// renderableBackend reads a backend's credentials and checks what it would
+// render. why says why it must be skipped; it never quotes a credential.
+func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) (render.Backend, string, error) {
+	if b.Spec.S3 == nil {
+		return render.Backend{}, "it has no s3 block", nil
+	}
+	name := b.Spec.S3.CredentialsSecretRef.Name
+	var s corev1.Secret
+	err := p.cluster.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q does not exist", name), nil
+	}
+	if err != nil {
+		return render.Backend{}, "", fmt.Errorf("get Secret %s/%s: %w", b.Namespace, name, err)
+	}
+	for _, k := range []string{AccessKeyIDKey, SecretAccessKeyKey} {
+		if len(s.Data[k]) == 0 {
+			return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %q", name, k), nil
+		}
+	}
+	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(s.Data[AccessKeyIDKey]), SecretAccessKey: string(s.Data[SecretAccessKeyKey])}
+	if err := render.CheckBackend(rb); err != nil {
+		return render.Backend{}, err.Error(), nil
+	}
+	return rb, "", nil
+}
+
+func backendNotes(waiting, skipped []string) string {
+	var notes []string
+	if len(waiting) > 0 {
+		notes = append(notes, "waiting for the credentials of "+strings.Join(waiting, ", "))
+	}
+	if len(skipped) > 0 {
+		notes = append(notes, "skipped "+strings.Join(skipped, ", ")+" (see events)")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
+}
+
+func ptrTrue() *bool { v := true; return &v }

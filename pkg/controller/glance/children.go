@@ -1,0 +1,160 @@
+package glance
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// Components of the content-addressed children, for retention.
+const (
+	componentConfig   = "config"
+	componentBackends = "backends"
+	componentDatabase = "database"
+)
+
+// Volume names by which the Deployment mounts the content-addressed
+// children: the live names are read back from them.
+const (
+	VolumeConfig   = "config"
+	VolumeBackends = "backends"
+)
+
+// historyKept is how many earlier content-addressed ConfigMaps and Secrets
+// are kept besides the current and the live one, for a quick rollback.
+const historyKept = 3
+
+func childLabels(g *v1alpha1.Glance, component string) map[string]string {
+	l := render.CommonLabels(g.Name)
+	l[render.LabelComponent] = component
+	return l
+}
+
+// ensureImmutable creates a content-addressed, immutable child unless it
+// exists: equal names mean equal content.
+func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object) error {
+	existing := obj.DeepCopyObject().(client.Object)
+	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get %T %s: %w", obj, obj.GetName(), err)
+	}
+	if err := p.cluster.SetOwner(g, obj); err != nil {
+		return err
+	}
+	if err := p.cluster.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+// ensureSecret makes the named Secret hold exactly data, writing only when
+// something differs.
+func ensureSecret(ctx context.Context, p *pass, g *v1alpha1.Glance, name, component string, data map[string][]byte) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, p.cluster.Client, s, func() error {
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		maps.Copy(s.Labels, childLabels(g, component))
+		s.Type = corev1.SecretTypeOpaque
+		s.Data = data
+		return p.cluster.SetOwner(g, s)
+	})
+	if err != nil {
+		return fmt.Errorf("ensure Secret %s: %w", name, err)
+	}
+	return nil
+}
+
+// liveNames are the config ConfigMap and backends Secret the Deployment runs
+// with: the last good ones, kept when a new projection is invalid.
+type liveNames struct {
+	configMap, backendsSecret string
+}
+
+func readLiveNames(ctx context.Context, p *pass, g *v1alpha1.Glance) (liveNames, error) {
+	var d appsv1.Deployment
+	err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, &d)
+	if apierrors.IsNotFound(err) {
+		return liveNames{}, nil
+	}
+	if err != nil {
+		return liveNames{}, fmt.Errorf("get Deployment %s: %w", g.Name, err)
+	}
+	var live liveNames
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		switch {
+		case v.Name == VolumeConfig && v.ConfigMap != nil:
+			live.configMap = v.ConfigMap.Name
+		case v.Name == VolumeBackends && v.Secret != nil:
+			live.backendsSecret = v.Secret.SecretName
+		}
+	}
+	return live, nil
+}
+
+// pruneHistory deletes the content-addressed children of a component beyond
+// the current one, the live one and the historyKept newest others.
+func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.ObjectList, component string, keep ...string) error {
+	if err := p.cluster.Client.List(ctx, list, client.InNamespace(g.Namespace), client.MatchingLabels(childLabels(g, component))); err != nil {
+		return fmt.Errorf("list %s history: %w", component, err)
+	}
+	var items []client.Object
+	switch l := list.(type) {
+	case *corev1.ConfigMapList:
+		for i := range l.Items {
+			items = append(items, &l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			items = append(items, &l.Items[i])
+		}
+	default:
+		return fmt.Errorf("pruneHistory: unsupported list %T", list)
+	}
+	sort.Slice(items, func(i, j int) bool {
+		ti, tj := items[i].GetCreationTimestamp(), items[j].GetCreationTimestamp()
+		if !ti.Equal(&tj) {
+			return tj.Before(&ti)
+		}
+		return items[i].GetName() > items[j].GetName()
+	})
+	kept := 0
+	for _, obj := range items {
+		if contains(keep, obj.GetName()) {
+			continue
+		}
+		if kept < historyKept {
+			kept++
+			continue
+		}
+		if err := p.cluster.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", component, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s && s != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+// Package glance is the Glance reconciler: the nine-step pipeline, one file
+// per step, plus target resolution, the finalizer and the watches.
+package glance
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
+)
+
+// Finalizer holds a Glance until the database objects it created are gone.
+const Finalizer = "glance.openstack.c5c3.io/finalizer"
+
+// Reconciler reconciles Glance objects.
+type Reconciler struct {
+	// Client reads and writes the Glance CRs and GlanceBackends on the
+	// management cluster.
+	Client client.Client
+	// Resolver finds the cluster a Glance's children live on.
+	Resolver targetcluster.Resolver
+	// Recorder emits events on the Glance.
+	Recorder events.EventRecorder
+	// Metrics are the operator's collectors.
+	Metrics *metrics.Metrics
+
+	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+}
+
+// pass is the state of one reconcile: where the children live and what the
+// steps learnt for the steps after them. Parallel group members only read it.
+type pass struct {
+	r       *Reconciler
+	cluster *targetcluster.Cluster
+	// resolveErr is why the target cluster did not resolve.
+	resolveErr error
+
+	// Secrets.
+	dbUsername, dbPassword string
+	authtokenHash          string
+	// DBConnectionSecret.
+	dbConnectionHash string
+	// Backends.
+	backends backendsProjection
+	// Config.
+	configMapName string
+}
+
+// Reconcile runs the pipeline for one Glance.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	g := &v1alpha1.Glance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("glance", req.NamespacedName))
+
+	cluster, resolveErr := r.Resolver.Resolve(ctx, g.Spec.TargetClusterRef)
+	if !g.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, g, cluster, resolveErr)
+	}
+	p := &pass{r: r, cluster: cluster}
+	if resolveErr != nil {
+		// Nothing is created anywhere and no finalizer is taken: there is
+		// nothing to clean up for a target that never resolved.
+		return r.unresolved.Run(ctx, g, &pass{r: r, cluster: nil, resolveErr: resolveErr})
+	}
+	if !controllerutil.ContainsFinalizer(g, Finalizer) {
+		patch := client.MergeFrom(g.DeepCopy())
+		controllerutil.AddFinalizer(g, Finalizer)
+		if err := r.Client.Patch(ctx, g, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	return r.pipeline.Run(ctx, g, p)
+}
+
+// targetUnavailable reports an unresolvable targetClusterRef ahead of every
+// step.
+func targetUnavailable(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, p.resolveErr.Error())
+	return ctrl.Result{RequeueAfter: SecretsPollInterval}, nil
+}
+
+// finalize runs on a Glance being deleted.
+func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *targetcluster.Cluster, resolveErr error) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(g, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if resolveErr != nil {
+		r.Recorder.Eventf(g, nil, "Warning", "RemoteChildrenAbandoned", "Finalize",
+			"target cluster unavailable (%v): the children of this Glance on it, and its MariaDB Database, User and Grant, are left behind", resolveErr)
+	} else {
+		remaining, err := deleteDatabaseObjects(ctx, cluster, g)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(remaining) > 0 {
+			r.Recorder.Eventf(g, nil, "Normal", "FinalizingDatabase", "Finalize", "waiting for %v to be deleted", remaining)
+			return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
+		}
+		r.Recorder.Eventf(g, nil, "Normal", "DatabaseFinalized", "Finalize", "the database objects are gone; releasing the finalizer")
+	}
+	patch := client.MergeFrom(g.DeepCopy())
+	controllerutil.RemoveFinalizer(g, Finalizer)
+	if err := r.Client.Patch(ctx, g, patch); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	r.Metrics.ForgetGlance(g.Namespace, g.Name)
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,141 @@
+package glance
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+)
+
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances/finalizers,verbs=update
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=external-secrets.io,resources=clustersecretstores;secretstores;externalsecrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k8s.mariadb.com,resources=mariadbs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=k8s.mariadb.com,resources=databases;users;grants,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the field indexes of both controllers and the
+// Glance controller. references is a metadata-only cache of the user's
+// Secrets and ConfigMaps: their changes wake the Glances that read them,
+// while their contents are read uncached, so the operator's memory does not
+// grow with unrelated Secrets.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references cache.Cache, opts controller.Options) error {
+	if err := RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r.pipeline = &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
+		Stages: Steps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
+		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
+	}
+	r.unresolved = &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
+		Stages: unresolvedSteps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
+		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
+	}
+
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("glance").
+		WithOptions(opts).
+		For(&v1alpha1.Glance{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.ConfigMap{}).
+		// No generation predicate: a backend's CredentialsReady flip is
+		// exactly what wakes the aggregation.
+		Watches(&v1alpha1.GlanceBackend{}, handler.EnqueueRequestsFromMapFunc(backendToGlance)).
+		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "Secret"),
+			handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances))).
+		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "ConfigMap"),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
+				return r.indexedGlances(IndexGlanceConfigMap, nil)(ctx, cm)
+			})))
+
+	// The optional APIs are watched when installed at setup; without them
+	// the steps report what is missing through conditions.
+	mapper := mgr.GetRESTMapper()
+	for _, w := range []struct {
+		gvk   schema.GroupVersionKind
+		index string
+		key   func(client.Object) string
+	}{
+		{clusterSecretStoreGVK, IndexGlanceSecretStore, func(o client.Object) string { return string(v1alpha1.ClusterSecretStoreKind) + "/" + o.GetName() }},
+		{secretStoreGVK, IndexGlanceSecretStore, func(o client.Object) string { return string(v1alpha1.SecretStoreKindName) + "/" + o.GetName() }},
+		{mariaDBGVK, IndexGlanceMariaDB, func(o client.Object) string { return o.GetName() }},
+	} {
+		if _, err := mapper.RESTMapping(w.gvk.GroupKind(), w.gvk.Version); err != nil {
+			log.FromContext(ctx).Info("optional API not installed; not watching it", "kind", w.gvk.String())
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(w.gvk)
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.indexedGlances(w.index, w.key)))
+	}
+	return b.Complete(r)
+}
+
+func metadataOf(group, version, kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	return m
+}
+
+func backendToGlance(_ context.Context, o client.Object) []reconcile.Request {
+	b := o.(*v1alpha1.GlanceBackend)
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.GlanceRef.Name}}}
+}
+
+// indexedGlances maps an object to the Glances whose index field holds its
+// key (its name unless key says otherwise); cluster-scoped objects match in
+// every namespace.
+func (r *Reconciler) indexedGlances(index string, key func(client.Object) string) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		k := o.GetName()
+		if key != nil {
+			k = key(o)
+		}
+		opts := []client.ListOption{client.MatchingFields{index: k}}
+		if o.GetNamespace() != "" {
+			opts = append(opts, client.InNamespace(o.GetNamespace()))
+		}
+		var list v1alpha1.GlanceList
+		if err := r.Client.List(ctx, &list, opts...); err != nil {
+			log.FromContext(ctx).Error(err, "map to Glances", "index", index, "key", k)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, g := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&g)})
+		}
+		return reqs
+	}
+}
+
+// secretToGlances maps a Secret to the Glances that read it directly and to
+// the parents of the backends whose credentials it holds.
+func (r *Reconciler) secretToGlances(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+	reqs := r.indexedGlances(IndexGlanceSecret, nil)(ctx, s)
+	var backends v1alpha1.GlanceBackendList
+	if err := r.Client.List(ctx, &backends, client.InNamespace(s.Namespace), client.MatchingFields{IndexBackendSecret: s.Name}); err != nil {
+		log.FromContext(ctx).Error(err, "map Secret to backends", "secret", s.Name)
+		return reqs
+	}
+	for i := range backends.Items {
+		reqs = append(reqs, backendToGlance(ctx, &backends.Items[i])...)
+	}
+	return reqs
+}

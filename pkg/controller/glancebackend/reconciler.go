@@ -1,0 +1,186 @@
+// Package glancebackend is the GlanceBackend controller, the single writer of
+// GlanceBackend status: CredentialsReady (its S3 credentials Secret holds
+// both keys), ConfigProjected (the parent's Deployment mounts a backends
+// Secret with this store's section), and Ready (both). It has no finalizer:
+// the operator provisions nothing in S3.
+package glancebackend
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/controller/glance"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
+)
+
+// PollInterval is the backstop while credentials or the projection are
+// awaited; the watches usually come first.
+const PollInterval = 15 * time.Second
+
+// Reconciler reconciles GlanceBackend objects.
+type Reconciler struct {
+	// Client reads the GlanceBackends and their parent Glances on the
+	// management cluster.
+	Client   client.Client
+	Resolver targetcluster.Resolver
+	Metrics  *metrics.Metrics
+
+	pipeline *pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]
+}
+
+// pass is the state of one reconcile.
+type pass struct {
+	parent     *v1alpha1.Glance
+	cluster    *targetcluster.Cluster
+	waiting    string // why CredentialsReady is not True: the reason
+	waitingMsg string
+}
+
+type step = pipeline.Step[*v1alpha1.GlanceBackend, *pass]
+
+// Steps of the GlanceBackend pipeline. Credentials never end the pass, so
+// that ConfigProjected is always re-evaluated.
+var Steps = []pipeline.Stage[*v1alpha1.GlanceBackend, *pass]{
+	pipeline.Single(step{Name: "BackendCredentials", Condition: v1alpha1.ConditionCredentialsReady, Run: reconcileCredentials}),
+	pipeline.Single(step{Name: "BackendProjection", Condition: v1alpha1.ConditionConfigProjected, Run: reconcileProjection}),
+}
+
+// Reconcile resolves the parent and its cluster, then runs the pipeline.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	b := &v1alpha1.GlanceBackend{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !b.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	p := &pass{}
+	parent := &v1alpha1.Glance{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.GlanceRef.Name}, parent)
+	switch {
+	case apierrors.IsNotFound(err):
+		p.waiting, p.waitingMsg = v1alpha1.ReasonWaitingForParent, fmt.Sprintf("Glance %q not found", b.Spec.GlanceRef.Name)
+	case err != nil:
+		return ctrl.Result{}, err
+	default:
+		p.parent = parent
+		cluster, err := r.Resolver.Resolve(ctx, parent.Spec.TargetClusterRef)
+		if err != nil {
+			p.waiting, p.waitingMsg = v1alpha1.ReasonTargetClusterUnavailable, err.Error()
+		}
+		p.cluster = cluster
+	}
+	return r.pipeline.Run(ctx, b, p)
+}
+
+func reconcileCredentials(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass) (ctrl.Result, error) {
+	if p.waiting == "" {
+		msg, err := credentialsProblem(ctx, p.cluster, b)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if msg != "" {
+			p.waiting, p.waitingMsg = v1alpha1.ReasonWaitingForCredentials, msg
+		}
+	}
+	if p.waiting != "" {
+		pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, p.waiting, p.waitingMsg)
+		return ctrl.Result{}, nil
+	}
+	pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable,
+		fmt.Sprintf("Secret %q holds %s and %s", b.Spec.S3.CredentialsSecretRef.Name, glance.AccessKeyIDKey, glance.SecretAccessKeyKey))
+	return ctrl.Result{}, nil
+}
+
+// credentialsProblem says what is wrong with the credentials Secret, never
+// quoting a value.
+func credentialsProblem(ctx context.Context, c *targetcluster.Cluster, b *v1alpha1.GlanceBackend) (string, error) {
+	if b.Spec.S3 == nil {
+		return "spec.s3 is missing", nil
+	}
+	name := b.Spec.S3.CredentialsSecretRef.Name
+	var s corev1.Secret
+	err := c.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("Secret %q not found", name), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get Secret %s/%s: %w", b.Namespace, name, err)
+	}
+	var missing []string
+	for _, k := range []string{glance.AccessKeyIDKey, glance.SecretAccessKeyKey} {
+		if len(s.Data[k]) == 0 {
+			missing = append(missing, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("Secret %q lacks key %s", name, strings.Join(missing, ", ")), nil
+	}
+	return "", nil
+}
+
+// reconcileProjection checks that the parent's Deployment mounts a backends
+// Secret whose backends.conf holds this store's section.
+func reconcileProjection(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass) (ctrl.Result, error) {
+	waiting := func(reason, msg string) (ctrl.Result, error) {
+		pipeline.SetCondition(b, v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, reason, msg)
+		return ctrl.Result{RequeueAfter: PollInterval}, nil
+	}
+	if p.parent == nil || p.cluster == nil {
+		return waiting(p.waiting, p.waitingMsg)
+	}
+	var d appsv1.Deployment
+	err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: p.parent.Name}, &d)
+	if apierrors.IsNotFound(err) {
+		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the Deployment of Glance %q does not exist yet", p.parent.Name))
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get Deployment %s: %w", p.parent.Name, err)
+	}
+	secretName := ""
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == glance.VolumeBackends && v.Secret != nil {
+			secretName = v.Secret.SecretName
+		}
+	}
+	if secretName == "" {
+		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the Deployment of Glance %q mounts no backends Secret yet", p.parent.Name))
+	}
+	var s corev1.Secret
+	if err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: secretName}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("backends Secret %q not found", secretName))
+		}
+		return ctrl.Result{}, fmt.Errorf("get Secret %s: %w", secretName, err)
+	}
+	if !hasSection(string(s.Data[glance.BackendsConfKey]), b.Name) {
+		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the mounted backends Secret %q has no [%s] section yet", secretName, b.Name))
+	}
+	pipeline.SetCondition(b, v1alpha1.ConditionConfigProjected, metav1.ConditionTrue, v1alpha1.ReasonConfigProjected,
+		fmt.Sprintf("the Deployment of Glance %q mounts backends Secret %q with this store", p.parent.Name, secretName))
+	return ctrl.Result{}, nil
+}
+
+// hasSection matches the section header as a whole line.
+func hasSection(conf, name string) bool {
+	sc := bufio.NewScanner(strings.NewReader(conf))
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "["+name+"]" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,189 @@
+// Package operator assembles the manager of cmd/manager: the scheme, the
+// scoped caches, both controllers, metrics, health checks and leader
+// election.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/controller/glance"
+	"github.com/c5c3/glance-operator/pkg/controller/glancebackend"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
+)
+
+// Options configure the manager.
+type Options struct {
+	// MetricsAddress serves /metrics; "0" disables it.
+	MetricsAddress string
+	// HealthAddress serves /healthz and /readyz; "0" disables them.
+	HealthAddress string
+	// LeaderElection makes one replica of several the active one.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// MaxConcurrentReconciles per controller.
+	MaxConcurrentReconciles int
+	// WatchNamespaces restricts the operator to these namespaces; empty
+	// means all.
+	WatchNamespaces []string
+	// ClustersNamespace holds the kubeconfig Secrets of target clusters.
+	ClustersNamespace string
+	// GracefulShutdownTimeout bounds how long running reconciles may finish
+	// on shutdown.
+	GracefulShutdownTimeout time.Duration
+	// Metrics registers the collectors; nil means controller-runtime's
+	// global registry, which the metrics server serves.
+	Metrics *metrics.Metrics
+	// NewClient, when set, builds the manager's client (tests wrap it to
+	// count writes).
+	NewClient client.NewClientFunc
+}
+
+// LeaderElectionID names the leader election lease.
+const LeaderElectionID = "glance-operator.openstack.c5c3.io"
+
+// NewScheme knows the kinds the operator reads and writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, v1alpha1.AddToScheme(s)
+}
+
+// ownedKinds are the children the operator creates; it caches only the ones
+// carrying its managed-by label.
+func ownedKinds() []client.Object {
+	return []client.Object{
+		&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
+		&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
+		&networkingv1.NetworkPolicy{}, &batchv1.Job{}, &batchv1.CronJob{},
+	}
+}
+
+// New builds the manager with both controllers.
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	m := o.Metrics
+	if m == nil {
+		if m, err = metrics.New(ctrlmetrics.Registry); err != nil {
+			return nil, err
+		}
+	}
+	namespaces := map[string]cache.Config{}
+	for _, ns := range o.WatchNamespaces {
+		namespaces[ns] = cache.Config{}
+	}
+	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range ownedKinds() {
+		byObject[obj] = cache.ByObject{Label: managed}
+	}
+	shutdown := o.GracefulShutdownTimeout
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
+		HealthProbeBindAddress:  o.HealthAddress,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// A new leader takes over at once after a clean shutdown.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdown,
+		NewClient:                     o.NewClient,
+		Cache: cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject:          byObject,
+			DefaultTransform:  cache.TransformStripManagedFields(),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// The user's Secrets and ConfigMaps are watched metadata-only in a cache
+	// of their own (the main cache holds only the operator's children), and
+	// read uncached when a Glance needs them.
+	references, err := cache.New(cfg, cache.Options{
+		Scheme:            scheme,
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces,
+		DefaultTransform:  stripToIdentity,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(references); err != nil {
+		return nil, err
+	}
+
+	management := &targetcluster.Cluster{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
+	}
+	resolver := targetcluster.ManagementOnly{Cluster: management}
+	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1)}
+	glanceReconciler := &glance.Reconciler{
+		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
+		Recorder: mgr.GetEventRecorder("glance-operator"),
+	}
+	// The Glance reconciler registers both controllers' field indexes.
+	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {
+		return nil, fmt.Errorf("set up the Glance controller: %w", err)
+	}
+	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Metrics: m}
+	if err := backendReconciler.SetupWithManager(mgr, references, opts); err != nil {
+		return nil, fmt.Errorf("set up the GlanceBackend controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// stripToIdentity keeps what a watch needs to map an object to the Glances
+// reading it: its identity and version, not its data or annotations.
+func stripToIdentity(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	obj.SetManagedFields(nil)
+	obj.SetAnnotations(nil)
+	obj.SetOwnerReferences(nil)
+	return in, nil
+}

@@ -1,0 +1,302 @@
+// Package pipeline runs a reconciler as a table of named steps over a custom
+// resource with conditions, and owns everything around the steps that every
+// reconciler would otherwise repeat: ordering and short-circuit, a parallel
+// group on object copies, panic recovery, per-step metrics, and the status
+// skeleton (aggregate condition, observedGeneration, a status write only when
+// the status changed).
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/c5c3/glance-operator/pkg/metrics"
+)
+
+// Object is a custom resource with conditions and an observed generation,
+// such as *v1alpha1.Glance.
+type Object interface {
+	client.Object
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+	SetObservedGeneration(int64)
+}
+
+// StepFunc reconciles one aspect of obj. It reports through its own
+// condition (SetCondition) and returns a non-zero result to end the pass and
+// come back later, or an error.
+//
+// state carries what earlier steps resolved for later ones within one pass
+// (digests, rendered names); sequential steps may write it.
+type StepFunc[T Object, S any] func(ctx context.Context, obj T, state S) (ctrl.Result, error)
+
+// Step is one named row of the pipeline table.
+type Step[T Object, S any] struct {
+	// Name is the sub_reconciler metric label and names the step in errors
+	// and logs.
+	Name string
+	// Condition is the condition type the step reports: the condition_type
+	// metric label, the condition a recovered panic is reported on, and the
+	// condition a parallel member's outcome is merged back by.
+	Condition string
+	Run       StepFunc[T, S]
+}
+
+// Stage is one step, or a group of steps run concurrently (Parallel).
+type Stage[T Object, S any] struct {
+	steps    []Step[T, S]
+	parallel bool
+}
+
+// Single is a stage of one step, run on the primary object.
+func Single[T Object, S any](step Step[T, S]) Stage[T, S] {
+	return Stage[T, S]{steps: []Step[T, S]{step}}
+}
+
+// Parallel is a stage whose steps run concurrently, each on its own deep
+// copy of the object, so a member never sees a sibling's in-flight changes.
+// Members share state as is and must treat it as read-only.
+//
+// When all members have finished, each member's condition (by its
+// Condition type) is copied onto the primary object, whether or not a
+// sibling failed; other status changes a member makes to its copy are
+// discarded. The stage's outcome is the first error in member order, else
+// the shortest positive RequeueAfter, else a bare Requeue if one asked.
+//
+// A member may patch the CR's metadata through its copy (the client decodes
+// the response into the copy). The pipeline notices the changed
+// resourceVersion and adopts the copy's label and annotation changes and its
+// resourceVersion onto the primary object. Because that decode also replaces
+// the copy's status with the server's, a member sets its condition after
+// such a patch, not before.
+func Parallel[T Object, S any](steps ...Step[T, S]) Stage[T, S] {
+	return Stage[T, S]{steps: steps, parallel: true}
+}
+
+// Steps returns the steps of the stage, so a reconciler's tests can check its
+// table against the documented one.
+func (s Stage[T, S]) Steps() []Step[T, S] { return s.steps }
+
+// IsParallel reports whether the stage is a parallel group.
+func (s Stage[T, S]) IsParallel() bool { return s.parallel }
+
+// ReasonInternalError is the reason of the condition of a step that panicked.
+const ReasonInternalError = "InternalError"
+
+// ErrStepPanicked is wrapped by the error a recovered step panic becomes.
+var ErrStepPanicked = errors.New("panicked")
+
+// Pipeline is the table of stages of one reconciler.
+type Pipeline[T Object, S any] struct {
+	Stages []Stage[T, S]
+	// Aggregate is the condition type that summarizes SubConditions
+	// ("Ready"). Empty disables the aggregate.
+	Aggregate string
+	// SubConditions are the condition types Aggregate requires True, in the
+	// order the aggregate's message lists them.
+	SubConditions []string
+	// Metrics receives step durations and errors; nil disables them.
+	Metrics *metrics.Reconcile
+	// Status writes the status subresource, typically manager client's
+	// Status().
+	Status client.SubResourceWriter
+}
+
+// Run runs the stages in order on obj until one returns a non-zero result
+// or an error, then applies the status skeleton: it recomputes the
+// aggregate, stamps observedGeneration on the status and every condition,
+// and writes the status with a merge patch when it differs from obj's
+// status as Run received it; a write refreshes obj from the server's
+// response. It does so on every exit path, and returns the step error and
+// the status-write error joined. With an error, the result is dropped:
+// controller-runtime ignores it and retries with backoff anyway.
+//
+// Every condition is stamped with obj's generation, including those of
+// steps the pass did not reach: the status as a whole describes the
+// generation the pass reconciled.
+func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, error) {
+	before, err := statusJSON(obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	result, runErr := p.runStages(ctx, obj, state)
+	p.finishStatus(obj)
+	writeErr := p.writeStatus(ctx, obj, before)
+	if err := errors.Join(runErr, writeErr); err != nil {
+		return ctrl.Result{}, err
+	}
+	return result, nil
+}
+
+func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Result, error) {
+	for _, stage := range p.Stages {
+		var result ctrl.Result
+		var err error
+		switch {
+		case stage.parallel:
+			result, err = p.runGroup(ctx, obj, state, stage.steps)
+		case len(stage.steps) == 1:
+			result, err = p.runStep(ctx, obj, state, stage.steps[0])
+		}
+		if err != nil || !result.IsZero() {
+			return result, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// runStep runs one step on obj, timed and counted, turning a panic into an
+// error and an InternalError condition.
+func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[T, S]) (result ctrl.Result, err error) {
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			// The panic value may quote data the step handled, so it goes to
+			// the log only, never into the condition or the error.
+			log.FromContext(ctx).Error(fmt.Errorf("%v", r), "Pipeline step panicked",
+				"step", step.Name, "stack", string(debug.Stack()))
+			if step.Condition != "" {
+				SetCondition(obj, step.Condition, metav1.ConditionFalse, ReasonInternalError,
+					fmt.Sprintf("Step %s failed unexpectedly; see the operator log.", step.Name))
+			}
+			result, err = ctrl.Result{}, fmt.Errorf("step %s: %w", step.Name, ErrStepPanicked)
+		} else if err != nil {
+			err = fmt.Errorf("step %s: %w", step.Name, err)
+		}
+		if p.Metrics != nil {
+			p.Metrics.Duration.WithLabelValues(step.Name).Observe(time.Since(start).Seconds())
+			if err != nil {
+				p.Metrics.Errors.WithLabelValues(step.Name, step.Condition).Inc()
+			}
+		}
+	}()
+	return step.Run(ctx, obj, state)
+}
+
+func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []Step[T, S]) (ctrl.Result, error) {
+	type outcome struct {
+		copy   T
+		result ctrl.Result
+		err    error
+	}
+	outcomes := make([]outcome, len(steps))
+	for i := range steps {
+		// Copied before any member starts, so no member reads obj while
+		// another goroutine could be reading it too.
+		outcomes[i].copy = obj.DeepCopyObject().(T)
+	}
+	var wg sync.WaitGroup
+	for i, step := range steps {
+		wg.Go(func() {
+			o := &outcomes[i]
+			o.result, o.err = p.runStep(ctx, o.copy, state, step)
+		})
+	}
+	wg.Wait()
+
+	base := obj.DeepCopyObject().(T)
+	var firstErr error
+	var result ctrl.Result
+	for i, step := range steps {
+		o := outcomes[i]
+		mergeCondition(obj, o.copy, step.Condition)
+		if o.copy.GetResourceVersion() != base.GetResourceVersion() {
+			adoptMetadata(obj, base, o.copy)
+		}
+		if firstErr == nil && o.err != nil {
+			firstErr = o.err
+		}
+		result = shorter(result, o.result)
+	}
+	if firstErr != nil {
+		return ctrl.Result{}, firstErr
+	}
+	return result, nil
+}
+
+// mergeCondition makes obj's condition typ what the member left on its copy,
+// including its absence.
+func mergeCondition(obj, member Object, typ string) {
+	if typ == "" {
+		return
+	}
+	conds := obj.GetConditions()
+	if c := meta.FindStatusCondition(member.GetConditions(), typ); c != nil {
+		meta.SetStatusCondition(&conds, *c)
+	} else {
+		meta.RemoveStatusCondition(&conds, typ)
+	}
+	obj.SetConditions(conds)
+}
+
+// adoptMetadata applies the label and annotation changes member made
+// relative to base onto obj, and takes member's resourceVersion. Applying
+// the changes rather than replacing the maps keeps the changes of several
+// members that each patched metadata.
+func adoptMetadata(obj, base, member client.Object) {
+	obj.SetLabels(applyChanges(obj.GetLabels(), base.GetLabels(), member.GetLabels()))
+	obj.SetAnnotations(applyChanges(obj.GetAnnotations(), base.GetAnnotations(), member.GetAnnotations()))
+	obj.SetResourceVersion(member.GetResourceVersion())
+}
+
+func applyChanges(into, base, changed map[string]string) map[string]string {
+	out := make(map[string]string, len(into)+len(changed))
+	for k, v := range into {
+		out[k] = v
+	}
+	for k, v := range changed {
+		if old, ok := base[k]; !ok || old != v {
+			out[k] = v
+		}
+	}
+	for k := range base {
+		if _, ok := changed[k]; !ok {
+			delete(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// shorter returns the result that comes back sooner: the shorter positive
+// RequeueAfter, else a bare Requeue (rate-limited, so not bounded by any
+// delay a sibling asked for, which is why a delay wins over it).
+func shorter(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case b.IsZero():
+		return a
+	case a.IsZero():
+		return b
+	case b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter):
+		return b
+	default:
+		return a
+	}
+}
+
+// SetCondition sets the condition typ on obj at obj's generation. Like
+// meta.SetStatusCondition, it keeps the lastTransitionTime unless the status
+// changes.
+func SetCondition(obj Object, typ string, status metav1.ConditionStatus, reason, message string) {
+	conds := obj.GetConditions()
+	meta.SetStatusCondition(&conds, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: obj.GetGeneration(),
+	})
+	obj.SetConditions(conds)
+}

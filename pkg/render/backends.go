@@ -1,0 +1,115 @@
+package render
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// Backend is one credential-ready GlanceBackend as backends.conf renders it.
+type Backend struct {
+	// Name is the GlanceBackend's name: the store id and its section.
+	Name string
+	Spec v1alpha1.GlanceBackendSpec
+	// AccessKeyID and SecretAccessKey are read from the credentials Secret.
+	AccessKeyID     string
+	SecretAccessKey string
+}
+
+// reservedStoreNames are Glance's own config sections; a store section of
+// that name would merge into them (the CRD refuses these names too).
+var reservedStoreNames = map[string]bool{
+	"default": true, "database": true, "keystone_authtoken": true, "glance_store": true,
+	"paste_deploy": true, "oslo_policy": true,
+}
+
+// CheckBackend reports why b cannot be rendered, or nil. The error never
+// carries a credential. The caller skips a failing backend (with an event)
+// and renders its siblings, so one bad backend never blocks the others.
+func CheckBackend(b Backend) error {
+	f := NewINI()
+	if err := setBackend(f, b); err != nil {
+		return err
+	}
+	_, err := f.Render()
+	return err
+}
+
+// BackendsConf renders backends.conf for backends already sorted by name and
+// each passing CheckBackend. The default store is not here but in
+// glance-api.conf (ConfigFacts.DefaultBackend), so moving the default leaves
+// this file, and the Secret that holds it, unchanged.
+func BackendsConf(backends []Backend) (string, error) {
+	f := NewINI()
+	enabled := make([]string, 0, len(backends))
+	seen := map[string]bool{}
+	for _, b := range backends {
+		if seen[b.Name] {
+			return "", fmt.Errorf("backend %q is listed twice", b.Name)
+		}
+		seen[b.Name] = true
+		enabled = append(enabled, b.Name+":"+storeType(b.Spec.Type))
+	}
+	f.Set("DEFAULT", "enabled_backends", strings.Join(enabled, ","))
+	for _, b := range backends {
+		if err := setBackend(f, b); err != nil {
+			return "", err
+		}
+	}
+	return f.Render()
+}
+
+// storeType is the glance_store driver name of a backend type.
+func storeType(t v1alpha1.BackendType) string {
+	return strings.ToLower(string(t))
+}
+
+func setBackend(f *INI, b Backend) error {
+	name := b.Name
+	switch {
+	case name == "":
+		return fmt.Errorf("backend has no name")
+	// enabled_backends is a DictOpt of name:type pairs.
+	case strings.ContainsAny(name, ",:"):
+		return fmt.Errorf("backend %q: name contains ',' or ':'", name)
+	case reservedStoreNames[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "os_glance_") || strings.HasPrefix(strings.ToLower(name), "os-glance-"):
+		return fmt.Errorf("backend %q: name is reserved for Glance's own config sections", name)
+	case b.Spec.Type != v1alpha1.BackendTypeS3:
+		return fmt.Errorf("backend %q: type %q is not supported", name, b.Spec.Type)
+	case b.Spec.S3 == nil:
+		return fmt.Errorf("backend %q: type S3 needs the s3 block", name)
+	}
+	s3 := b.Spec.S3
+	w := &osloWriter{f: f}
+	w.literal(name, "store_description", "S3 image store "+name)
+	w.literal(name, "s3_store_host", s3.Host)
+	w.literal(name, "s3_store_access_key", b.AccessKeyID)
+	w.literal(name, "s3_store_secret_key", b.SecretAccessKey)
+	w.literal(name, "s3_store_bucket", s3.Bucket)
+	w.literal(name, "s3_store_bucket_url_format", orDefault(string(s3.BucketURLFormat), string(v1alpha1.DefaultBucketURLFormat)))
+	f.Set(name, "s3_store_create_bucket_on_put", strconv.FormatBool(s3.CreateBucketOnPut))
+	if s3.Region != "" {
+		w.literal(name, "s3_store_region_name", s3.Region)
+	}
+	// glance_store takes both sizes in MB.
+	if s3.LargeObjectSize != nil {
+		f.Set(name, "s3_store_large_object_size", strconv.Itoa(int(*s3.LargeObjectSize)))
+	}
+	if s3.LargeObjectChunkSize != nil {
+		f.Set(name, "s3_store_large_object_chunk_size", strconv.Itoa(int(*s3.LargeObjectChunkSize)))
+	}
+	if w.err != nil {
+		return fmt.Errorf("backend %q: %w", name, w.err)
+	}
+	// extraOptions are oslo.config options the user writes: verbatim. The
+	// ones the operator renders stay the operator's (the CRD refuses them).
+	for _, k := range sortedKeys(b.Spec.ExtraOptions) {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "s3_store_") || lk == "store_description" {
+			return fmt.Errorf("backend %q: extraOptions key %q is rendered by the operator", name, k)
+		}
+		f.Set(name, k, string(b.Spec.ExtraOptions[k]))
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+package manager
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+func TestStoreNotReady(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.setStore(false, "vault sealed")
+	e.credentials("pw")
+	e.glance()
+	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
+	if want := `ClusterSecretStore "` + e.store + `" is not Ready: Test: vault sealed`; c.Message != want {
+		t.Errorf("message %q, want %q", c.Message, want)
+	}
+	// The store watch wakes the Glance when the store turns Ready.
+	e.setStore(true, "")
+	e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+}
+
+func TestStoreMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.credentials("pw")
+	e.glance(func(g *v1alpha1.Glance) {
+		g.Spec.SecretStoreRef = &v1alpha1.SecretStoreReference{Kind: v1alpha1.SecretStoreKindName, Name: "absent"}
+	})
+	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
+	if c.Message != `SecretStore "absent" not found` {
+		t.Errorf("message %q", c.Message)
+	}
+}
+
+func TestSecretMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	// An ExternalSecret targets the database Secret but has not synced it.
+	es := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
+		"metadata": map[string]any{"name": "db-sync", "namespace": e.ns},
+		"spec":     map[string]any{"target": map[string]any{"name": "glance-db"}},
+	}}
+	e.create(es)
+	es.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Ready", "status": "False", "reason": "SecretSyncedError", "message": "could not get secret data from provider",
+		"lastTransitionTime": "2026-01-01T00:00:00Z",
+	}}}
+	if err := cl.Status().Update(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	e.glance()
+	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDBCredentials)
+	want := `Secret "glance-db" not found; ExternalSecret "db-sync" targets it but has not synced it (SecretSyncedError: could not get secret data from provider)`
+	if c.Message != want {
+		t.Errorf("message\n  %q\nwant\n  %q", c.Message, want)
+	}
+
+	// The database Secret appears; the service user's has no ExternalSecret.
+	e.secret("glance-db", map[string]string{"username": "glance", "password": "pw"})
+	c = e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForServiceUserCredentials)
+	if want := `Secret "glance-service-user" not found; no ExternalSecret in namespace ` + e.ns + ` targets it`; c.Message != want {
+		t.Errorf("message %q, want %q", c.Message, want)
+	}
+
+	// A Secret without the key says so, never a value.
+	e.secret("glance-service-user", map[string]string{"pass": "service-password"})
+	e.eventually("the missing key reported", func() bool {
+		g := &v1alpha1.Glance{}
+		_ = cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance"}, g)
+		for _, c := range g.Status.Conditions {
+			if c.Type == v1alpha1.ConditionSecretsReady && strings.Contains(c.Message, `lacks key "password"`) {
+				return !strings.Contains(c.Message, "service-password")
+			}
+		}
+		return false
+	}, nil)
+}
+
+func TestConnectionSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.credentials("p@ss:w/rd?#%")
+	e.glance()
+	e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	want := "mysql+pymysql://glance:p%40ss%3Aw%2Frd%3F%23%25@mariadb." + e.ns + ".svc:3306/glance?charset=utf8"
+	var s corev1.Secret
+	e.eventually("the connection Secret", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db-connection"}, &s) == nil && string(s.Data["connection"]) == want
+	}, func() string { return "connection " + string(s.Data["connection"]) })
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Glance" || !*s.OwnerReferences[0].Controller {
+		t.Errorf("owner references %+v", s.OwnerReferences)
+	}
+
+	// Rotating the password at the source reaches the derived Secret
+	// through the metadata-only Secret watch.
+	var db corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db"}, &db); err != nil {
+		t.Fatal(err)
+	}
+	db.Data["password"] = []byte("rotated")
+	if err := cl.Update(ctx, &db); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the rotated connection", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db-connection"}, &s) == nil &&
+			strings.Contains(string(s.Data["connection"]), "glance:rotated@")
+	}, nil)
+}
+
+func configFile(t *testing.T, e *env, name string) string {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["glance-api.conf"]
+}
+
+func setDefault(t *testing.T, e *env, name string, isDefault bool) {
+	t.Helper()
+	b := &v1alpha1.GlanceBackend{}
+	ctx := context.Background()
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Spec.IsDefault = isDefault
+	if err := cl.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDefaultSwitch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.credentials("pw")
+	e.secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.backend("alpha", true, "s3")
+	e.backend("beta", false, "s3")
+	e.glance()
+	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	if !strings.Contains(c.Message, "projected alpha, beta (default alpha)") {
+		t.Errorf("message %q", c.Message)
+	}
+	var configs []string
+	e.eventually("one config ConfigMap", func() bool {
+		configs = e.names(&corev1.ConfigMapList{}, "config")
+		return len(configs) == 1
+	}, func() string { return strings.Join(configs, ",") })
+	backends := e.names(&corev1.SecretList{}, "backends")
+	if len(backends) != 1 {
+		t.Fatalf("backends Secrets %v", backends)
+	}
+	if conf := configFile(t, e, configs[0]); !strings.Contains(conf, "default_backend = alpha") {
+		t.Fatalf("glance-api.conf lacks default_backend = alpha:\n%s", conf)
+	}
+
+	// Unsetting the only default is an invalid projection: nothing is
+	// re-rendered.
+	setDefault(t, e, "alpha", false)
+	c = e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+	if !strings.Contains(c.Message, "none of the rendered backends is the default; keeping the last good configuration") {
+		t.Errorf("message %q", c.Message)
+	}
+	if got := e.names(&corev1.ConfigMapList{}, "config"); !slices.Equal(got, configs) {
+		t.Errorf("an invalid projection changed the ConfigMaps: %v -> %v", configs, got)
+	}
+
+	// beta becomes the default: a new ConfigMap, the same backends Secret.
+	setDefault(t, e, "beta", true)
+	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	var now []string
+	e.eventually("a second config ConfigMap", func() bool {
+		now = e.names(&corev1.ConfigMapList{}, "config")
+		return len(now) == 2
+	}, func() string { return strings.Join(now, ",") })
+	newest := ""
+	for _, n := range now {
+		if n != configs[0] {
+			newest = n
+		}
+	}
+	if conf := configFile(t, e, newest); !strings.Contains(conf, "default_backend = beta") {
+		t.Errorf("new glance-api.conf lacks default_backend = beta:\n%s", conf)
+	}
+	if got := e.names(&corev1.SecretList{}, "backends"); !slices.Equal(got, backends) {
+		t.Errorf("moving the default changed the backends Secrets: %v -> %v", backends, got)
+	}
+}
+
+func TestTwoDefaults(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.credentials("pw")
+	e.secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.backend("alpha", true, "s3")
+	e.backend("beta", true, "s3")
+	e.glance()
+	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+	if !strings.Contains(c.Message, "the rendered backends alpha, beta are all marked default") {
+		t.Errorf("message %q", c.Message)
+	}
+	if got := e.names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
+		t.Errorf("an invalid first projection rendered ConfigMaps %v", got)
+	}
+	if got := e.names(&corev1.SecretList{}, "backends"); len(got) != 0 {
+		t.Errorf("an invalid first projection rendered backends Secrets %v", got)
+	}
+}
+
+func TestSkippedBackendIsolatesSiblings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.credentials("pw")
+	e.secret("good", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.secret("half", map[string]string{"access-key-id": "ak"})
+	e.secret("control", map[string]string{"access-key-id": "ak\n[DEFAULT]", "secret-access-key": "sk"})
+	e.backend("alpha", true, "good")
+	e.backend("beta", false, "half")
+	e.backend("gamma", false, "control")
+	e.glance()
+
+	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	if !strings.Contains(c.Message, "projected alpha (default alpha)") || !strings.Contains(c.Message, "skipped beta, gamma") {
+		t.Errorf("message %q", c.Message)
+	}
+	e.backendCondition("beta", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	var events eventsv1.EventList
+	e.eventually("GlanceBackendSkipped events for beta and gamma", func() bool {
+		if err := cl.List(ctx, &events, client.InNamespace(e.ns)); err != nil {
+			return false
+		}
+		seen := map[string]bool{}
+		for _, ev := range events.Items {
+			if ev.Reason == "GlanceBackendSkipped" && ev.Type == corev1.EventTypeWarning && ev.Regarding.Kind == "Glance" {
+				for _, n := range []string{"beta", "gamma"} {
+					if strings.Contains(ev.Note, `backend "`+n+`" skipped`) {
+						seen[n] = true
+					}
+				}
+				if strings.Contains(ev.Note, "ak") && strings.Contains(ev.Note, "[DEFAULT]") {
+					t.Errorf("an event quotes a credential: %q", ev.Note)
+				}
+			}
+		}
+		return seen["beta"] && seen["gamma"]
+	}, func() string { return "events: " + eventNotes(events) })
+
+	backends := e.names(&corev1.SecretList{}, "backends")
+	if len(backends) != 1 {
+		t.Fatalf("backends Secrets %v", backends)
+	}
+	var s corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: backends[0]}, &s); err != nil {
+		t.Fatal(err)
+	}
+	conf := string(s.Data["backends.conf"])
+	if !strings.Contains(conf, "[alpha]") || strings.Contains(conf, "[beta]") || strings.Contains(conf, "[gamma]") {
+		t.Errorf("backends.conf:\n%s", conf)
+	}
+}
+
+func eventNotes(l eventsv1.EventList) string {
+	var notes []string
+	for _, ev := range l.Items {
+		notes = append(notes, ev.Reason+": "+ev.Note)
+	}
+	return strings.Join(notes, " | ")
+}
+
+// TestCredentialFlipWakesGlance: nothing in this Glance's pipeline polls once
+// its Secrets are there, so only the GlanceBackend watch can bring the
+// backend in when its credentials turn ready.
+func TestCredentialFlipWakesGlance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.credentials("pw")
+	s3 := e.secret("s3", map[string]string{"access-key-id": "ak"})
+	e.backend("alpha", true, "s3")
+	e.glance()
+	e.backendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(s3), s3); err != nil {
+		t.Fatal(err)
+	}
+	s3.Data["secret-access-key"] = []byte("sk")
+	if err := cl.Update(ctx, s3); err != nil {
+		t.Fatal(err)
+	}
+	e.backendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
+	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	// Without a Deployment the store is not projected yet, and says so.
+	e.backendCondition("alpha", v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, v1alpha1.ReasonWaitingForProjection)
+}
+
+func TestTargetClusterUnavailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.credentials("pw")
+	e.glance(func(g *v1alpha1.Glance) {
+		g.Spec.TargetClusterRef = &v1alpha1.TargetClusterReference{Name: "region-two"}
+	})
+	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable)
+	if !strings.Contains(c.Message, `target cluster "region-two" is not registered`) {
+		t.Errorf("message %q", c.Message)
+	}
+	g := &v1alpha1.Glance{}
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "glance"}, g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Finalizers) != 0 {
+		t.Errorf("an unresolvable Glance took finalizers %v", g.Finalizers)
+	}
+	if got := e.names(&corev1.SecretList{}, "database"); len(got) != 0 {
+		t.Errorf("an unresolvable Glance created %v", got)
+	}
+}
+
+func TestReadyAggregatesAndStampsGeneration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.credentials("pw")
+	e.glance()
+	c := e.condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
+	if !strings.Contains(c.Message, "BackendsReady") || !strings.Contains(c.Message, "DBPurgeReady") {
+		t.Errorf("Ready message %q does not list what is not ready", c.Message)
+	}
+	g := &v1alpha1.Glance{}
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "glance"}, g); err != nil {
+		t.Fatal(err)
+	}
+	if g.Status.ObservedGeneration != g.Generation {
+		t.Errorf("observedGeneration %d, generation %d", g.Status.ObservedGeneration, g.Generation)
+	}
+	for _, c := range g.Status.Conditions {
+		if c.ObservedGeneration != g.Generation {
+			t.Errorf("condition %s observedGeneration %d, generation %d", c.Type, c.ObservedGeneration, g.Generation)
+		}
+	}
+}
