@@ -61,6 +61,9 @@ type Options struct {
 	// NewClient, when set, builds the manager's client (tests wrap it to
 	// count writes).
 	NewClient client.NewClientFunc
+	// SkipNameValidation lets several managers run in one process (tests);
+	// controller names are otherwise process-wide unique.
+	SkipNameValidation bool
 }
 
 // LeaderElectionID names the leader election lease.
@@ -148,7 +151,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
 	}
 	resolver := targetcluster.ManagementOnly{Cluster: management}
-	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1)}
+	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
 	glanceReconciler := &glance.Reconciler{
 		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
 		Recorder: mgr.GetEventRecorder("glance-operator"),

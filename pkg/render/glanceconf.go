@@ -38,7 +38,7 @@ const (
 
 // ConfigFiles renders the data of the config ConfigMap: glance-api.conf and
 // glance-api-paste.ini, plus policy.yaml and logging.conf when the spec asks
-// for them.
+// for them, and with spec.imageCache the cache-maintenance sidecar's script.
 func ConfigFiles(g *v1alpha1.Glance, facts ConfigFacts) (map[string]string, error) {
 	conf, err := GlanceAPIConf(g, facts)
 	if err != nil {
@@ -62,6 +62,13 @@ func ConfigFiles(g *v1alpha1.Glance, facts ConfigFacts) (map[string]string, erro
 			return nil, fmt.Errorf("%s: %w", LoggingConfKey, err)
 		}
 		files[LoggingConfKey] = logging
+	}
+	if g.Spec.ImageCache != nil {
+		script, err := CacheMaintenanceScript(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", CacheMaintenanceScriptKey, err)
+		}
+		files[CacheMaintenanceScriptKey] = script
 	}
 	return files, nil
 }

@@ -73,7 +73,7 @@ func TestPasteINIHealthcheckIsAnApp(t *testing.T) {
 	want := map[string]string{
 		"paste.app_factory":    "oslo_middleware:Healthcheck.app_factory",
 		"backends":             "disable_by_file",
-		"disable_by_file_path": "/etc/glance/healthcheck_disable",
+		"disable_by_file_path": "/tmp/healthcheck_disable",
 	}
 	for k, v := range want {
 		if p["app:healthcheck"][k] != v {

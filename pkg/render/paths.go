@@ -18,8 +18,9 @@ const (
 	ImageCacheDir = "/var/lib/glance/image-cache"
 
 	// HealthcheckDisablePath is the file whose presence makes /healthcheck
-	// report 503, so a pod can be drained by hand.
-	HealthcheckDisablePath = "/etc/glance/healthcheck_disable"
+	// report 503, so a pod can be drained by hand (kubectl exec … touch). It
+	// is on the /tmp emptyDir: the root file system is read-only.
+	HealthcheckDisablePath = "/tmp/healthcheck_disable"
 
 	// DBTLSCADir holds the CA bundle of database.tls.caBundleSecretRef.
 	DBTLSCADir = "/etc/glance/db-tls/ca"

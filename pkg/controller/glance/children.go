@@ -25,13 +25,6 @@ const (
 	componentDatabase = "database"
 )
 
-// Volume names by which the Deployment mounts the content-addressed
-// children: the live names are read back from them.
-const (
-	VolumeConfig   = "config"
-	VolumeBackends = "backends"
-)
-
 // historyKept is how many earlier content-addressed ConfigMaps and Secrets
 // are kept besides the current and the live one, for a quick rollback.
 const historyKept = 3
@@ -99,9 +92,9 @@ func readLiveNames(ctx context.Context, p *pass, g *v1alpha1.Glance) (liveNames,
 	var live liveNames
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		switch {
-		case v.Name == VolumeConfig && v.ConfigMap != nil:
+		case v.Name == render.VolumeConfig && v.ConfigMap != nil:
 			live.configMap = v.ConfigMap.Name
-		case v.Name == VolumeBackends && v.Secret != nil:
+		case v.Name == render.VolumeBackends && v.Secret != nil:
 			live.backendsSecret = v.Secret.SecretName
 		}
 	}

@@ -2,61 +2,223 @@ package glance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
-	"github.com/c5c3/glance-operator/pkg/targetcluster"
+	"github.com/c5c3/glance-operator/pkg/database"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
-// DatabasePollInterval is how often the MariaDB, db-sync and
-// ready-default-backend waits are polled.
-const DatabasePollInterval = 30 * time.Second
+// AnnotationDBSyncObserved records the UID of the last db-sync Job whose
+// outcome fed the metrics, so each run counts exactly once.
+const AnnotationDBSyncObserved = "glance.openstack.c5c3.io/db-sync-observed"
 
-// The mariadb-operator kinds a managed database is made of.
-var (
-	mariaDBGVK  = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "MariaDB"}
-	databaseGVK = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Database"}
-	userGVK     = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "User"}
-	grantGVK    = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Grant"}
-)
-
-// deleteDatabaseObjects deletes the Database, User and Grant of a managed
-// Glance and returns the ones that still exist. A brownfield Glance has none.
-func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1alpha1.Glance) ([]string, error) {
-	if g.Spec.Database.ClusterRef == nil {
-		return nil, nil
-	}
-	var remaining []string
-	for _, gvk := range []schema.GroupVersionKind{grantGVK, userGVK, databaseGVK} {
-		installed, err := c.Serves(gvk)
-		if err != nil {
-			return nil, err
-		}
-		if !installed {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		err = c.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, u)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
-		}
-		remaining = append(remaining, gvk.Kind+" "+g.Name)
-		if u.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if err := c.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
+// reconcileDatabase provisions the schema: the managed database objects,
+// then db-sync, or the expand-migrate-contract flow of a release upgrade.
+func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	wait := ctrl.Result{RequeueAfter: DatabasePollInterval}
+	if g.Spec.Database.ClusterRef != nil {
+		done, err := ensureManagedDatabase(ctx, g, p)
+		if err != nil || !done {
+			return wait, err
 		}
 	}
-	return remaining, nil
+	if p.configMapName == "" || p.backends.secretName == "" {
+		pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends,
+			"no ready default backend has produced a rendered config to run the schema Jobs against yet")
+		return wait, nil
+	}
+
+	image := render.ImageRef(g)
+	facts := p.workloadFacts()
+	desired := map[database.JobKind]*batchv1.Job{}
+	existing := map[database.JobKind]*batchv1.Job{}
+	states := map[database.JobKind]database.JobState{}
+	for _, kind := range []database.JobKind{database.Sync, database.Expand, database.Migrate, database.Contract} {
+		job, err := render.DatabaseJob(g, facts, render.DatabaseJobKind(kind), image)
+		if err != nil {
+			msg := fmt.Sprintf("cannot render the %s Job: %v", kind, err)
+			pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed, msg)
+			return ctrl.Result{}, errors.New(msg)
+		}
+		desired[kind] = job
+		cur, state, err := observeJob(ctx, p, job)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		existing[kind], states[kind] = cur, state
+	}
+
+	previous := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionDatabaseReady)
+	d := database.Decide(database.Observation{
+		Release: g.Spec.OpenStackRelease, ImageTag: g.Spec.Image.Tag,
+		Installed: g.Status.InstalledRelease, Target: g.Status.TargetRelease, Phase: g.Status.UpgradePhase,
+		Jobs: states,
+	})
+	for _, ev := range d.Events {
+		// A refused spec is retried with backoff; say so once, not on
+		// every retry.
+		if ev.Type == corev1.EventTypeWarning && previous != nil && previous.Reason == ev.Reason {
+			continue
+		}
+		p.r.Recorder.Eventf(g, nil, ev.Type, ev.Reason, "Upgrade", "%s", ev.Message)
+	}
+	for _, kind := range d.Delete {
+		if err := deleteJob(ctx, p, existing[kind]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if d.Run != "" {
+		if err := ensureJob(ctx, p, g, desired[d.Run], existing[d.Run]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := observeSyncMetrics(ctx, p, g, existing[database.Sync], states[database.Sync]); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase = d.Installed, d.Target, d.Phase
+	status := metav1.ConditionFalse
+	if d.Ready {
+		status = metav1.ConditionTrue
+	}
+	pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, status, d.Reason, d.Message)
+	switch {
+	case d.Invalid:
+		return ctrl.Result{}, errors.New(d.Message)
+	case !d.Pass:
+		return wait, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func (p *pass) workloadFacts() render.WorkloadFacts {
+	return render.WorkloadFacts{
+		ConfigMapName:      p.configMapName,
+		BackendsSecretName: p.backends.secretName,
+		AuthtokenHash:      p.authtokenHash,
+		DBConnectionHash:   p.dbConnectionHash,
+	}
+}
+
+// observeJob returns the Job of that name and what it has come to. A Job
+// with another pod template (or being deleted) counts as absent: it is
+// re-created.
+func observeJob(ctx context.Context, p *pass, desired *batchv1.Job) (*batchv1.Job, database.JobState, error) {
+	cur := &batchv1.Job{}
+	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), cur)
+	if apierrors.IsNotFound(err) {
+		return nil, database.JobAbsent, nil
+	}
+	if err != nil {
+		return nil, database.JobAbsent, fmt.Errorf("get Job %s: %w", desired.Name, err)
+	}
+	if cur.DeletionTimestamp != nil || cur.Annotations[render.AnnotationPodTemplateHash] != desired.Annotations[render.AnnotationPodTemplateHash] {
+		return cur, database.JobAbsent, nil
+	}
+	switch {
+	case jobCondition(cur, batchv1.JobComplete):
+		return cur, database.JobSucceeded, nil
+	case jobCondition(cur, batchv1.JobFailed):
+		return cur, database.JobFailed, nil
+	}
+	return cur, database.JobRunning, nil
+}
+
+func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureJob creates the Job, deleting first a Job of the same name with
+// another pod template: a changed image, config or credentials re-runs the
+// Job, also after a permanent failure. Jobs are never TTL-deleted.
+func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *batchv1.Job) error {
+	if cur != nil {
+		if cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash] && cur.DeletionTimestamp == nil {
+			return nil
+		}
+		// The old Job's pods go with it; the new one is created once the
+		// name is free.
+		return deleteJob(ctx, p, cur)
+	}
+	if err := p.cluster.SetOwner(g, desired); err != nil {
+		return err
+	}
+	if err := p.cluster.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Job %s: %w", desired.Name, err)
+	}
+	return nil
+}
+
+func deleteJob(ctx context.Context, p *pass, j *batchv1.Job) error {
+	if j == nil || j.DeletionTimestamp != nil {
+		return nil
+	}
+	err := p.cluster.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Job %s: %w", j.Name, err)
+	}
+	return nil
+}
+
+// observeSyncMetrics feeds a finished db-sync Job into the metrics once per
+// Job UID, remembered in an annotation on the Glance (a merge patch, so the
+// status write after it is unaffected).
+func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *batchv1.Job, state database.JobState) error {
+	if j == nil || (state != database.JobSucceeded && state != database.JobFailed) || g.Annotations[AnnotationDBSyncObserved] == string(j.UID) {
+		return nil
+	}
+	result := metrics.ResultSucceeded
+	if state == database.JobFailed {
+		result = metrics.ResultFailed
+	}
+	p.r.Metrics.DBSync.Observe(g.Namespace, g.Name, result, jobDuration(j))
+	// Patch a copy: the response carries the stored status, which must not
+	// replace the conditions this pass has set so far.
+	patched := g.DeepCopy()
+	patch := client.MergeFrom(g.DeepCopy())
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	patched.Annotations[AnnotationDBSyncObserved] = string(j.UID)
+	if err := p.r.Client.Patch(ctx, patched, patch); err != nil {
+		return fmt.Errorf("record the observed db-sync Job: %w", err)
+	}
+	g.Annotations, g.ResourceVersion = patched.Annotations, patched.ResourceVersion
+	return nil
+}
+
+// jobDuration is how long a finished Job ran.
+func jobDuration(j *batchv1.Job) time.Duration {
+	if j.Status.StartTime == nil {
+		return 0
+	}
+	end := time.Now()
+	if j.Status.CompletionTime != nil {
+		end = j.Status.CompletionTime.Time
+	} else {
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				end = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return end.Sub(j.Status.StartTime.Time)
 }

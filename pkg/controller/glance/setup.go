@@ -3,7 +3,10 @@ package glance
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,7 +28,10 @@ import (
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances/finalizers,verbs=update
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=external-secrets.io,resources=clustersecretstores;secretstores;externalsecrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k8s.mariadb.com,resources=mariadbs,verbs=get;list;watch
@@ -55,6 +61,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		For(&v1alpha1.Glance{}).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&batchv1.Job{}).
 		// No generation predicate: a backend's CredentialsReady flip is
 		// exactly what wakes the aggregation.
 		Watches(&v1alpha1.GlanceBackend{}, handler.EnqueueRequestsFromMapFunc(backendToGlance)).
@@ -84,6 +94,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(w.gvk)
 		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.indexedGlances(w.index, w.key)))
+	}
+	// The managed database objects are owned; their Ready flips wake the
+	// Glance.
+	for _, gvk := range []schema.GroupVersionKind{databaseGVK, userGVK, grantGVK} {
+		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		b = b.Owns(u)
 	}
 	return b.Complete(r)
 }

@@ -14,6 +14,8 @@ var Steps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 	pipeline.Single(step{Name: "DBConnectionSecret", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileDBConnectionSecret}),
 	pipeline.Single(step{Name: "Backends", Condition: v1alpha1.ConditionBackendsReady, Run: reconcileBackends}),
 	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileConfig}),
+	pipeline.Single(step{Name: "Database", Condition: v1alpha1.ConditionDatabaseReady, Run: reconcileDatabase}),
+	pipeline.Single(step{Name: "Deployment", Condition: v1alpha1.ConditionDeploymentReady, Run: reconcileDeployment}),
 }
 
 // unresolvedSteps report an unresolvable targetClusterRef in place of the

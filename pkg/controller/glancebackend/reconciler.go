@@ -23,6 +23,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
@@ -152,7 +153,7 @@ func reconcileProjection(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass
 	}
 	secretName := ""
 	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Name == glance.VolumeBackends && v.Secret != nil {
+		if v.Name == render.VolumeBackends && v.Secret != nil {
 			secretName = v.Secret.SecretName
 		}
 	}

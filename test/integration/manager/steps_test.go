@@ -13,31 +13,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 func TestStoreNotReady(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.setStore(false, "vault sealed")
-	e.credentials("pw")
-	e.glance()
-	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
-	if want := `ClusterSecretStore "` + e.store + `" is not Ready: Test: vault sealed`; c.Message != want {
+	e.SetStore(false, "vault sealed")
+	e.Credentials("pw")
+	e.Glance()
+	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
+	if want := `ClusterSecretStore "` + e.Store + `" is not Ready: Test: vault sealed`; c.Message != want {
 		t.Errorf("message %q, want %q", c.Message, want)
 	}
 	// The store watch wakes the Glance when the store turns Ready.
-	e.setStore(true, "")
-	e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	e.SetStore(true, "")
+	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
 }
 
 func TestStoreMissing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.credentials("pw")
-	e.glance(func(g *v1alpha1.Glance) {
+	e.Credentials("pw")
+	e.Glance(func(g *v1alpha1.Glance) {
 		g.Spec.SecretStoreRef = &v1alpha1.SecretStoreReference{Kind: v1alpha1.SecretStoreKindName, Name: "absent"}
 	})
-	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
+	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonSecretStoreNotReady)
 	if c.Message != `SecretStore "absent" not found` {
 		t.Errorf("message %q", c.Message)
 	}
@@ -50,10 +51,10 @@ func TestSecretMissing(t *testing.T) {
 	// An ExternalSecret targets the database Secret but has not synced it.
 	es := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "external-secrets.io/v1", "kind": "ExternalSecret",
-		"metadata": map[string]any{"name": "db-sync", "namespace": e.ns},
+		"metadata": map[string]any{"name": "db-sync", "namespace": e.NS},
 		"spec":     map[string]any{"target": map[string]any{"name": "glance-db"}},
 	}}
-	e.create(es)
+	e.Create(es)
 	es.Object["status"] = map[string]any{"conditions": []any{map[string]any{
 		"type": "Ready", "status": "False", "reason": "SecretSyncedError", "message": "could not get secret data from provider",
 		"lastTransitionTime": "2026-01-01T00:00:00Z",
@@ -61,25 +62,25 @@ func TestSecretMissing(t *testing.T) {
 	if err := cl.Status().Update(ctx, es); err != nil {
 		t.Fatal(err)
 	}
-	e.glance()
-	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDBCredentials)
+	e.Glance()
+	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDBCredentials)
 	want := `Secret "glance-db" not found; ExternalSecret "db-sync" targets it but has not synced it (SecretSyncedError: could not get secret data from provider)`
 	if c.Message != want {
 		t.Errorf("message\n  %q\nwant\n  %q", c.Message, want)
 	}
 
 	// The database Secret appears; the service user's has no ExternalSecret.
-	e.secret("glance-db", map[string]string{"username": "glance", "password": "pw"})
-	c = e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForServiceUserCredentials)
-	if want := `Secret "glance-service-user" not found; no ExternalSecret in namespace ` + e.ns + ` targets it`; c.Message != want {
+	e.Secret("glance-db", map[string]string{"username": "glance", "password": "pw"})
+	c = e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForServiceUserCredentials)
+	if want := `Secret "glance-service-user" not found; no ExternalSecret in namespace ` + e.NS + ` targets it`; c.Message != want {
 		t.Errorf("message %q, want %q", c.Message, want)
 	}
 
 	// A Secret without the key says so, never a value.
-	e.secret("glance-service-user", map[string]string{"pass": "service-password"})
-	e.eventually("the missing key reported", func() bool {
+	e.Secret("glance-service-user", map[string]string{"pass": "service-password"})
+	e.Eventually("the missing key reported", func() bool {
 		g := &v1alpha1.Glance{}
-		_ = cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance"}, g)
+		_ = cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g)
 		for _, c := range g.Status.Conditions {
 			if c.Type == v1alpha1.ConditionSecretsReady && strings.Contains(c.Message, `lacks key "password"`) {
 				return !strings.Contains(c.Message, "service-password")
@@ -93,13 +94,13 @@ func TestConnectionSecret(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.credentials("p@ss:w/rd?#%")
-	e.glance()
-	e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
-	want := "mysql+pymysql://glance:p%40ss%3Aw%2Frd%3F%23%25@mariadb." + e.ns + ".svc:3306/glance?charset=utf8"
+	e.Credentials("p@ss:w/rd?#%")
+	e.Glance()
+	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	want := "mysql+pymysql://glance:p%40ss%3Aw%2Frd%3F%23%25@mariadb." + e.NS + ".svc:3306/glance?charset=utf8"
 	var s corev1.Secret
-	e.eventually("the connection Secret", func() bool {
-		return cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db-connection"}, &s) == nil && string(s.Data["connection"]) == want
+	e.Eventually("the connection Secret", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &s) == nil && string(s.Data["connection"]) == want
 	}, func() string { return "connection " + string(s.Data["connection"]) })
 	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Glance" || !*s.OwnerReferences[0].Controller {
 		t.Errorf("owner references %+v", s.OwnerReferences)
@@ -108,33 +109,33 @@ func TestConnectionSecret(t *testing.T) {
 	// Rotating the password at the source reaches the derived Secret
 	// through the metadata-only Secret watch.
 	var db corev1.Secret
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db"}, &db); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db"}, &db); err != nil {
 		t.Fatal(err)
 	}
 	db.Data["password"] = []byte("rotated")
 	if err := cl.Update(ctx, &db); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("the rotated connection", func() bool {
-		return cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance-db-connection"}, &s) == nil &&
+	e.Eventually("the rotated connection", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &s) == nil &&
 			strings.Contains(string(s.Data["connection"]), "glance:rotated@")
 	}, nil)
 }
 
-func configFile(t *testing.T, e *env, name string) string {
+func configFile(t *testing.T, e *operatortest.Env, name string) string {
 	t.Helper()
 	var cm corev1.ConfigMap
-	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, &cm); err != nil {
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: name}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	return cm.Data["glance-api.conf"]
 }
 
-func setDefault(t *testing.T, e *env, name string, isDefault bool) {
+func setDefault(t *testing.T, e *operatortest.Env, name string, isDefault bool) {
 	t.Helper()
 	b := &v1alpha1.GlanceBackend{}
 	ctx := context.Background()
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, b); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: name}, b); err != nil {
 		t.Fatal(err)
 	}
 	b.Spec.IsDefault = isDefault
@@ -146,21 +147,21 @@ func setDefault(t *testing.T, e *env, name string, isDefault bool) {
 func TestDefaultSwitch(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.credentials("pw")
-	e.secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.backend("alpha", true, "s3")
-	e.backend("beta", false, "s3")
-	e.glance()
-	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	e.Credentials("pw")
+	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Backend("alpha", true, "s3")
+	e.Backend("beta", false, "s3")
+	e.Glance()
+	c := e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
 	if !strings.Contains(c.Message, "projected alpha, beta (default alpha)") {
 		t.Errorf("message %q", c.Message)
 	}
 	var configs []string
-	e.eventually("one config ConfigMap", func() bool {
-		configs = e.names(&corev1.ConfigMapList{}, "config")
+	e.Eventually("one config ConfigMap", func() bool {
+		configs = e.Names(&corev1.ConfigMapList{}, "config")
 		return len(configs) == 1
 	}, func() string { return strings.Join(configs, ",") })
-	backends := e.names(&corev1.SecretList{}, "backends")
+	backends := e.Names(&corev1.SecretList{}, "backends")
 	if len(backends) != 1 {
 		t.Fatalf("backends Secrets %v", backends)
 	}
@@ -171,20 +172,20 @@ func TestDefaultSwitch(t *testing.T) {
 	// Unsetting the only default is an invalid projection: nothing is
 	// re-rendered.
 	setDefault(t, e, "alpha", false)
-	c = e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+	c = e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
 	if !strings.Contains(c.Message, "none of the rendered backends is the default; keeping the last good configuration") {
 		t.Errorf("message %q", c.Message)
 	}
-	if got := e.names(&corev1.ConfigMapList{}, "config"); !slices.Equal(got, configs) {
+	if got := e.Names(&corev1.ConfigMapList{}, "config"); !slices.Equal(got, configs) {
 		t.Errorf("an invalid projection changed the ConfigMaps: %v -> %v", configs, got)
 	}
 
 	// beta becomes the default: a new ConfigMap, the same backends Secret.
 	setDefault(t, e, "beta", true)
-	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
 	var now []string
-	e.eventually("a second config ConfigMap", func() bool {
-		now = e.names(&corev1.ConfigMapList{}, "config")
+	e.Eventually("a second config ConfigMap", func() bool {
+		now = e.Names(&corev1.ConfigMapList{}, "config")
 		return len(now) == 2
 	}, func() string { return strings.Join(now, ",") })
 	newest := ""
@@ -196,7 +197,7 @@ func TestDefaultSwitch(t *testing.T) {
 	if conf := configFile(t, e, newest); !strings.Contains(conf, "default_backend = beta") {
 		t.Errorf("new glance-api.conf lacks default_backend = beta:\n%s", conf)
 	}
-	if got := e.names(&corev1.SecretList{}, "backends"); !slices.Equal(got, backends) {
+	if got := e.Names(&corev1.SecretList{}, "backends"); !slices.Equal(got, backends) {
 		t.Errorf("moving the default changed the backends Secrets: %v -> %v", backends, got)
 	}
 }
@@ -204,19 +205,19 @@ func TestDefaultSwitch(t *testing.T) {
 func TestTwoDefaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.credentials("pw")
-	e.secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.backend("alpha", true, "s3")
-	e.backend("beta", true, "s3")
-	e.glance()
-	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+	e.Credentials("pw")
+	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Backend("alpha", true, "s3")
+	e.Backend("beta", true, "s3")
+	e.Glance()
+	c := e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
 	if !strings.Contains(c.Message, "the rendered backends alpha, beta are all marked default") {
 		t.Errorf("message %q", c.Message)
 	}
-	if got := e.names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
+	if got := e.Names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
 		t.Errorf("an invalid first projection rendered ConfigMaps %v", got)
 	}
-	if got := e.names(&corev1.SecretList{}, "backends"); len(got) != 0 {
+	if got := e.Names(&corev1.SecretList{}, "backends"); len(got) != 0 {
 		t.Errorf("an invalid first projection rendered backends Secrets %v", got)
 	}
 }
@@ -225,23 +226,23 @@ func TestSkippedBackendIsolatesSiblings(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.credentials("pw")
-	e.secret("good", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.secret("half", map[string]string{"access-key-id": "ak"})
-	e.secret("control", map[string]string{"access-key-id": "ak\n[DEFAULT]", "secret-access-key": "sk"})
-	e.backend("alpha", true, "good")
-	e.backend("beta", false, "half")
-	e.backend("gamma", false, "control")
-	e.glance()
+	e.Credentials("pw")
+	e.Secret("good", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Secret("half", map[string]string{"access-key-id": "ak"})
+	e.Secret("control", map[string]string{"access-key-id": "ak\n[DEFAULT]", "secret-access-key": "sk"})
+	e.Backend("alpha", true, "good")
+	e.Backend("beta", false, "half")
+	e.Backend("gamma", false, "control")
+	e.Glance()
 
-	c := e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	c := e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
 	if !strings.Contains(c.Message, "projected alpha (default alpha)") || !strings.Contains(c.Message, "skipped beta, gamma") {
 		t.Errorf("message %q", c.Message)
 	}
-	e.backendCondition("beta", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	e.BackendCondition("beta", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
 	var events eventsv1.EventList
-	e.eventually("GlanceBackendSkipped events for beta and gamma", func() bool {
-		if err := cl.List(ctx, &events, client.InNamespace(e.ns)); err != nil {
+	e.Eventually("GlanceBackendSkipped events for beta and gamma", func() bool {
+		if err := cl.List(ctx, &events, client.InNamespace(e.NS)); err != nil {
 			return false
 		}
 		seen := map[string]bool{}
@@ -260,12 +261,12 @@ func TestSkippedBackendIsolatesSiblings(t *testing.T) {
 		return seen["beta"] && seen["gamma"]
 	}, func() string { return "events: " + eventNotes(events) })
 
-	backends := e.names(&corev1.SecretList{}, "backends")
+	backends := e.Names(&corev1.SecretList{}, "backends")
 	if len(backends) != 1 {
 		t.Fatalf("backends Secrets %v", backends)
 	}
 	var s corev1.Secret
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: backends[0]}, &s); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: backends[0]}, &s); err != nil {
 		t.Fatal(err)
 	}
 	conf := string(s.Data["backends.conf"])
@@ -289,12 +290,12 @@ func TestCredentialFlipWakesGlance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.credentials("pw")
-	s3 := e.secret("s3", map[string]string{"access-key-id": "ak"})
-	e.backend("alpha", true, "s3")
-	e.glance()
-	e.backendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
-	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+	e.Credentials("pw")
+	s3 := e.Secret("s3", map[string]string{"access-key-id": "ak"})
+	e.Backend("alpha", true, "s3")
+	e.Glance()
+	e.BackendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
 
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(s3), s3); err != nil {
 		t.Fatal(err)
@@ -303,31 +304,31 @@ func TestCredentialFlipWakesGlance(t *testing.T) {
 	if err := cl.Update(ctx, s3); err != nil {
 		t.Fatal(err)
 	}
-	e.backendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
-	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	e.BackendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
 	// Without a Deployment the store is not projected yet, and says so.
-	e.backendCondition("alpha", v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, v1alpha1.ReasonWaitingForProjection)
+	e.BackendCondition("alpha", v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, v1alpha1.ReasonWaitingForProjection)
 }
 
 func TestTargetClusterUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.credentials("pw")
-	e.glance(func(g *v1alpha1.Glance) {
+	e.Credentials("pw")
+	e.Glance(func(g *v1alpha1.Glance) {
 		g.Spec.TargetClusterRef = &v1alpha1.TargetClusterReference{Name: "region-two"}
 	})
-	c := e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable)
+	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable)
 	if !strings.Contains(c.Message, `target cluster "region-two" is not registered`) {
 		t.Errorf("message %q", c.Message)
 	}
 	g := &v1alpha1.Glance{}
-	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "glance"}, g); err != nil {
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
 		t.Fatal(err)
 	}
 	if len(g.Finalizers) != 0 {
 		t.Errorf("an unresolvable Glance took finalizers %v", g.Finalizers)
 	}
-	if got := e.names(&corev1.SecretList{}, "database"); len(got) != 0 {
+	if got := e.Names(&corev1.SecretList{}, "database"); len(got) != 0 {
 		t.Errorf("an unresolvable Glance created %v", got)
 	}
 }
@@ -335,14 +336,14 @@ func TestTargetClusterUnavailable(t *testing.T) {
 func TestReadyAggregatesAndStampsGeneration(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.credentials("pw")
-	e.glance()
-	c := e.condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
+	e.Credentials("pw")
+	e.Glance()
+	c := e.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
 	if !strings.Contains(c.Message, "BackendsReady") || !strings.Contains(c.Message, "DBPurgeReady") {
 		t.Errorf("Ready message %q does not list what is not ready", c.Message)
 	}
 	g := &v1alpha1.Glance{}
-	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: "glance"}, g); err != nil {
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
 		t.Fatal(err)
 	}
 	if g.Status.ObservedGeneration != g.Generation {

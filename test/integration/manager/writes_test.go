@@ -50,28 +50,28 @@ func label(m *dto.Metric, name string) string {
 func TestNoOpReconcileWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	e.credentials("pw")
-	e.secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.backend("alpha", true, "s3")
-	e.glance()
-	e.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
-	e.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
-	e.eventually("the config ConfigMap", func() bool { return len(e.names(&corev1.ConfigMapList{}, "config")) == 1 }, nil)
+	e.Credentials("pw")
+	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Backend("alpha", true, "s3")
+	e.Glance()
+	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	e.Eventually("the config ConfigMap", func() bool { return len(e.Names(&corev1.ConfigMapList{}, "config")) == 1 }, nil)
 
 	// Settle: no write for two seconds.
-	last := writes.Load()
-	e.eventually("the operator to settle", func() bool {
+	last := mgr.Writes.Load()
+	e.Eventually("the operator to settle", func() bool {
 		time.Sleep(2 * time.Second)
-		now := writes.Load()
+		now := mgr.Writes.Load()
 		settled := now == last
 		last = now
 		return settled
 	}, nil)
 
 	glances, backends := reconciles(t, "glance"), reconciles(t, "glancebackend")
-	before := writes.Load()
+	before := mgr.Writes.Load()
 	g := &v1alpha1.Glance{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "glance"}, g); err != nil {
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
 		t.Fatal(err)
 	}
 	// A label change wakes both controllers (the backend controller watches
@@ -80,11 +80,11 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	if err := cl.Update(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("both controllers to reconcile again", func() bool {
+	e.Eventually("both controllers to reconcile again", func() bool {
 		return reconciles(t, "glance") > glances && reconciles(t, "glancebackend") > backends
 	}, nil)
 	time.Sleep(time.Second) // let anything the passes would write land
-	if got := writes.Load() - before; got != 0 {
+	if got := mgr.Writes.Load() - before; got != 0 {
 		t.Fatalf("re-reconciling an unchanged Glance issued %d API writes, want 0", got)
 	}
 }

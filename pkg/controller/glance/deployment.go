@@ -1,0 +1,187 @@
+package glance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// DeploymentPollInterval is how often a rollout is polled.
+const DeploymentPollInterval = 10 * time.Second
+
+// reconcileDeployment ensures the API Deployment, its Service and PDB, and
+// stamps status.endpoint. Mid-upgrade, a rolled-out Deployment moves the
+// upgrade from RollingUpdate to Contracting.
+func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	if p.configMapName == "" || p.backends.secretName == "" {
+		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends,
+			"no ready default backend has produced a rendered config to run glance-api with yet")
+		return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
+	}
+	desired, err := render.Deployment(g, p.workloadFacts())
+	if err != nil {
+		msg := fmt.Sprintf("cannot render the Deployment: %v", err)
+		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment, msg)
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+	}
+	d := &appsv1.Deployment{}
+	if err := applyChild(ctx, p, g, desired, d, func() bool {
+		return equality.Semantic.DeepDerivative(desired.Spec, d.Spec)
+	}, func() {
+		if desired.Spec.Replicas == nil {
+			// Under an HPA the replica count is the autoscaler's.
+			desired.Spec.Replicas = d.Spec.Replicas
+		}
+		d.Spec = desired.Spec
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	svc := render.Service(g)
+	current := &corev1.Service{}
+	if err := applyChild(ctx, p, g, svc, current, func() bool {
+		return equality.Semantic.DeepDerivative(svc.Spec, current.Spec)
+	}, func() {
+		// The cluster IPs are the API server's and immutable.
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = current.Spec.ClusterIP, current.Spec.ClusterIPs
+		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = current.Spec.IPFamilies, current.Spec.IPFamilyPolicy
+		current.Spec = svc.Spec
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	pdb := render.PodDisruptionBudget(g)
+	currentPDB := &policyv1.PodDisruptionBudget{}
+	if err := applyChild(ctx, p, g, pdb, currentPDB, func() bool {
+		// minAvailable and maxUnavailable exclude each other, so compare
+		// both ways: a switch between them must be written.
+		return equality.Semantic.DeepDerivative(pdb.Spec, currentPDB.Spec) &&
+			(pdb.Spec.MinAvailable == nil) == (currentPDB.Spec.MinAvailable == nil)
+	}, func() { currentPDB.Spec = pdb.Spec }); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	g.Status.Endpoint = render.Endpoint(g)
+	if msg := rolloutPending(d); msg != "" {
+		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment, msg)
+		return ctrl.Result{RequeueAfter: DeploymentPollInterval}, nil
+	}
+	pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady,
+		fmt.Sprintf("%d/%d replicas ready with the current template", d.Status.ReadyReplicas, ptrValue(d.Spec.Replicas)))
+	if g.Status.UpgradePhase == v1alpha1.UpgradePhaseRollingUpdate {
+		g.Status.UpgradePhase = v1alpha1.UpgradePhaseContracting
+		p.r.Recorder.Eventf(g, nil, corev1.EventTypeNormal, "DeploymentRolloutComplete", "Upgrade",
+			"the Deployment runs %s on every replica; contracting the schema", g.Status.TargetRelease)
+		// Come straight back so that the contract Job runs.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// rolloutPending says what the Deployment still waits for; empty when the
+// controller has seen the current spec and every replica runs it and is
+// available.
+func rolloutPending(d *appsv1.Deployment) string {
+	want := ptrValue(d.Spec.Replicas)
+	st := d.Status
+	switch {
+	case st.ObservedGeneration < d.Generation:
+		return "the Deployment controller has not seen the current spec yet"
+	case st.UpdatedReplicas < want:
+		return fmt.Sprintf("%d/%d replicas run the current template", st.UpdatedReplicas, want)
+	case st.Replicas > st.UpdatedReplicas:
+		return fmt.Sprintf("%d old replicas are still terminating", st.Replicas-st.UpdatedReplicas)
+	case st.ReadyReplicas < want || st.AvailableReplicas < want:
+		return fmt.Sprintf("%d/%d replicas ready, %d available", st.ReadyReplicas, want, st.AvailableReplicas)
+	}
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status != corev1.ConditionTrue {
+			return "the Deployment is not Available: " + c.Message
+		}
+	}
+	return ""
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// applyChild creates desired, or writes the existing object when inSync
+// says it lacks the desired state; update copies the desired state into it
+// (keeping what the API server owns). Labels and annotations the operator
+// sets are kept on it. A child already in sync is not written.
+func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func()) error {
+	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	if apierrors.IsNotFound(err) {
+		if err := p.cluster.SetOwner(g, desired); err != nil {
+			return err
+		}
+		if err := p.cluster.Client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
+		}
+		// Hand the created object back, so status checks read what exists.
+		return p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	}
+	if err != nil {
+		return fmt.Errorf("get %T %s: %w", desired, desired.GetName(), err)
+	}
+	labels, annotations := existing.GetLabels(), existing.GetAnnotations()
+	metaInSync := subset(desired.GetLabels(), labels) && subset(desired.GetAnnotations(), annotations)
+	owned := existing.DeepCopyObject().(client.Object)
+	if err := p.cluster.SetOwner(g, owned); err != nil {
+		return err
+	}
+	ownerInSync := equality.Semantic.DeepEqual(owned.GetOwnerReferences(), existing.GetOwnerReferences()) &&
+		subset(owned.GetLabels(), labels)
+	if inSync() && metaInSync && ownerInSync {
+		return nil
+	}
+	update()
+	existing.SetLabels(merged(labels, desired.GetLabels()))
+	existing.SetAnnotations(merged(annotations, desired.GetAnnotations()))
+	if err := p.cluster.SetOwner(g, existing); err != nil {
+		return err
+	}
+	if err := p.cluster.Client.Update(ctx, existing); err != nil {
+		return fmt.Errorf("update %T %s: %w", existing, existing.GetName(), err)
+	}
+	return nil
+}
+
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func merged(base, over map[string]string) map[string]string {
+	if len(base) == 0 && len(over) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
+	return out
+}

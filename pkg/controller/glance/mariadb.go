@@ -1,0 +1,177 @@
+package glance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
+)
+
+// DatabasePollInterval is how often the MariaDB, db-sync and
+// ready-default-backend waits are polled.
+const DatabasePollInterval = 30 * time.Second
+
+// The mariadb-operator kinds a managed database is made of.
+var (
+	mariaDBGVK  = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "MariaDB"}
+	databaseGVK = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Database"}
+	userGVK     = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "User"}
+	grantGVK    = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Grant"}
+)
+
+// deleteDatabaseObjects deletes the Database, User and Grant of a managed
+// Glance and returns the ones that still exist. A brownfield Glance has none.
+func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1alpha1.Glance) ([]string, error) {
+	if g.Spec.Database.ClusterRef == nil {
+		return nil, nil
+	}
+	var remaining []string
+	for _, gvk := range []schema.GroupVersionKind{grantGVK, userGVK, databaseGVK} {
+		installed, err := c.Serves(gvk)
+		if err != nil {
+			return nil, err
+		}
+		if !installed {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		err = c.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, u)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
+		}
+		remaining = append(remaining, gvk.Kind+" "+g.Name)
+		if u.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := c.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
+		}
+	}
+	return remaining, nil
+}
+
+// ensureManagedDatabase gates on the MariaDB cluster, then ensures the
+// Database, User and Grant of a managed Glance and waits for them. done is
+// false while the pass must wait; the condition then says why.
+func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (done bool, err error) {
+	ref := g.Spec.Database.ClusterRef
+	wait := func(reason, msg string) (bool, error) {
+		pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, reason, msg)
+		return false, nil
+	}
+	mdb, installed, found, err := getOptional(ctx, p.cluster, p.cluster.Client, mariaDBGVK, client.ObjectKey{Namespace: g.Namespace, Name: ref.Name})
+	switch {
+	case err != nil:
+		return false, err
+	case !installed:
+		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("the mariadb-operator API (%s %s) is not installed", mariaDBGVK.GroupVersion(), mariaDBGVK.Kind))
+	case !found:
+		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q not found", ref.Name))
+	}
+	if status, msg, _ := readyCondition(mdb); status != string(metav1.ConditionTrue) {
+		if msg == "" {
+			msg = "no Ready condition yet"
+		}
+		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q is not Ready: %s", ref.Name, msg))
+	}
+
+	var notReady []string
+	for _, obj := range databaseObjects(g, p) {
+		ready, err := applyDatabaseObject(ctx, p, g, obj)
+		if err != nil {
+			return false, err
+		}
+		if !ready {
+			notReady = append(notReady, obj.GetKind()+" "+obj.GetName())
+		}
+	}
+	if len(notReady) > 0 {
+		return wait(v1alpha1.ReasonWaitingForDatabase, fmt.Sprintf("waiting for %s to be Ready", strings.Join(notReady, ", ")))
+	}
+	return true, nil
+}
+
+// databaseObjects are the mariadb-operator objects of a managed Glance. With
+// Dynamic credentials the secret store issues the users, so only the
+// Database is the operator's.
+func databaseObjects(g *v1alpha1.Glance, p *pass) []*unstructured.Unstructured {
+	ref := map[string]any{"name": g.Spec.Database.ClusterRef.Name}
+	obj := func(gvk schema.GroupVersionKind, spec map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace(g.Namespace)
+		u.SetName(g.Name)
+		u.SetLabels(childLabels(g, componentDatabase))
+		return u
+	}
+	db := g.Spec.Database.Database
+	objs := []*unstructured.Unstructured{obj(databaseGVK, map[string]any{
+		"mariaDbRef": ref, "name": db, "characterSet": "utf8", "collate": "utf8_general_ci",
+	})}
+	if g.Spec.Database.CredentialsMode == v1alpha1.CredentialsModeDynamic {
+		return objs
+	}
+	secret := g.Spec.Database.SecretRef
+	return append(objs,
+		obj(userGVK, map[string]any{
+			"mariaDbRef": ref, "name": p.dbUsername, "host": "%",
+			"passwordSecretKeyRef": map[string]any{"name": secret.Name, "key": keyOr(secret.Key, v1alpha1.DefaultDatabasePasswordKey)},
+		}),
+		obj(grantGVK, map[string]any{
+			"mariaDbRef": ref, "privileges": []any{"ALL PRIVILEGES"}, "database": db, "table": "*",
+			"username": p.dbUsername, "host": "%",
+		}),
+	)
+}
+
+// applyDatabaseObject creates the object or brings its spec to what the
+// operator renders (fields the mariadb-operator defaults are left alone),
+// and reports whether it is Ready.
+func applyDatabaseObject(ctx context.Context, p *pass, g *v1alpha1.Glance, desired *unstructured.Unstructured) (bool, error) {
+	existing := &unstructured.Unstructured{}
+	existing.SetGroupVersionKind(desired.GroupVersionKind())
+	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	if apierrors.IsNotFound(err) {
+		if err := p.cluster.SetOwner(g, desired); err != nil {
+			return false, err
+		}
+		if err := p.cluster.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("create %s %s: %w", desired.GetKind(), desired.GetName(), err)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %s %s: %w", desired.GetKind(), desired.GetName(), err)
+	}
+	if !equality.Semantic.DeepDerivative(desired.Object["spec"], existing.Object["spec"]) {
+		spec, _ := existing.Object["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		for k, v := range desired.Object["spec"].(map[string]any) {
+			spec[k] = v
+		}
+		existing.Object["spec"] = spec
+		if err := p.cluster.Client.Update(ctx, existing); err != nil {
+			return false, fmt.Errorf("update %s %s: %w", desired.GetKind(), desired.GetName(), err)
+		}
+		return false, nil
+	}
+	status, _, _ := readyCondition(existing)
+	return status == string(metav1.ConditionTrue), nil
+}

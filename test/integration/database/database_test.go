@@ -1,0 +1,353 @@
+package database
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+const (
+	eventletCommand = "glance-api --config-dir /etc/glance/glance-api.conf.d/ --config-dir /etc/glance/backends.conf.d/"
+	configDirs      = "--config-dir /etc/glance/glance-api.conf.d/ --config-dir /etc/glance/backends.conf.d/"
+)
+
+func command(c corev1.Container) string { return strings.Join(append(c.Command, c.Args...), " ") }
+
+func TestFreshInstall(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.ready(false)
+	s.Glance()
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDatabase)
+	s.provision()
+
+	j := s.job("db-sync")
+	spec := j.Spec.Template.Spec
+	if len(spec.InitContainers) != 1 || command(spec.InitContainers[0]) != "glance-manage "+configDirs+" db sync" ||
+		len(spec.Containers) != 1 || command(spec.Containers[0]) != "glance-manage "+configDirs+" db load_metadefs" {
+		t.Errorf("db-sync Job runs %v then %v", spec.InitContainers, spec.Containers)
+	}
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("the db-sync Job has a TTL")
+	}
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncInProgress)
+	s.finishJob("db-sync", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	if g := s.glanceObj(); g.Status.InstalledRelease != "2025.2" {
+		t.Errorf("installedRelease %q", g.Status.InstalledRelease)
+	}
+
+	d := s.deployment(nil)
+	api := d.Spec.Template.Spec.Containers[0]
+	if command(api) != eventletCommand {
+		t.Errorf("glance-api runs %q", command(api))
+	}
+	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
+	s.rollOut()
+	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
+
+	ctx := context.Background()
+	var svc corev1.Service
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &svc); err != nil || svc.Spec.Ports[0].Port != 9292 {
+		t.Errorf("Service %+v (%v)", svc.Spec.Ports, err)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &pdb); err != nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PDB %+v (%v)", pdb.Spec, err)
+	}
+	if g := s.glanceObj(); g.Status.Endpoint != "http://glance."+s.NS+".svc.cluster.local:9292/" {
+		t.Errorf("endpoint %q", g.Status.Endpoint)
+	}
+	// The backend's store is now mounted: its projection turns True.
+	s.BackendCondition("primary", v1alpha1.ConditionConfigProjected, metav1.ConditionTrue, v1alpha1.ReasonConfigProjected)
+	s.BackendCondition("primary", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllReady)
+}
+
+func TestUpgradeWalksThePhases(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.update(release("2026.1"))
+
+	expand := s.job("db-expand")
+	if img := expand.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2026.1") {
+		t.Errorf("the expand Job runs %s, want the new image", img)
+	}
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
+	if g := s.glanceObj(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding || g.Status.TargetRelease != "2026.1" || g.Status.InstalledRelease != "2025.2" {
+		t.Errorf("status %+v", g.Status)
+	}
+	// The outgoing pods keep the old image while the schema expands.
+	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+		t.Errorf("the Deployment moved to %s during Expanding", img)
+	}
+
+	s.finishJob("db-expand", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+	s.finishJob("db-migrate", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
+
+	d := s.deployment(func(d *appsv1.Deployment) bool {
+		return strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":2026.1")
+	})
+	cmd := command(d.Spec.Template.Spec.Containers[0])
+	if !strings.HasPrefix(cmd, "uwsgi --http :9292 --http-auto-chunked --http-chunked-input") || !strings.Contains(cmd, "--pyargv "+configDirs) {
+		t.Errorf("the 2026.1 container runs %q, want uWSGI", cmd)
+	}
+	s.rollOut()
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
+	if g := s.glanceObj(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseContracting {
+		t.Errorf("phase %q after the rollout", g.Status.UpgradePhase)
+	}
+	s.finishJob("db-contract", true)
+	// db-sync runs again with the new image, loading its metadefs.
+	s.Eventually("a db-sync Job with the new image", func() bool {
+		return strings.HasSuffix(s.job("db-sync").Spec.Template.Spec.Containers[0].Image, ":2026.1")
+	}, nil)
+	s.finishJob("db-sync", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	g := s.glanceObj()
+	if g.Status.InstalledRelease != "2026.1" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
+		t.Errorf("status after the upgrade %+v", g.Status)
+	}
+	s.events("UpgradeInitiated", "ExpandComplete", "MigrateComplete", "DeploymentRolloutComplete", "UpgradeComplete")
+}
+
+func TestAbortFromMigrating(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.update(release("2026.1"))
+	s.finishJob("db-expand", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+	s.update(release("2025.2"))
+	s.events("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	g := s.glanceObj()
+	if g.Status.InstalledRelease != "2025.2" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
+		t.Errorf("status after the abort %+v", g.Status)
+	}
+	ctx := context.Background()
+	for _, kind := range []string{"db-expand", "db-migrate"} {
+		s.Eventually("Job "+kind+" deleted", func() bool {
+			var j batchv1.Job
+			err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-" + kind}, &j)
+			return apierrors.IsNotFound(err) || j.DeletionTimestamp != nil
+		}, nil)
+	}
+	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+		t.Errorf("the Deployment runs %s after the abort", img)
+	}
+}
+
+func TestRetargetMidFlightIsBlocked(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.update(release("2026.1"))
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
+	s.update(release("2026.2"))
+	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeTargetChanged)
+	if !strings.Contains(c.Message, "set spec.openStackRelease back to 2026.1 to finish it, or to 2025.2 to abort it") {
+		t.Errorf("message %q", c.Message)
+	}
+	if g := s.glanceObj(); g.Status.TargetRelease != "2026.1" || g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding {
+		t.Errorf("status %+v", g.Status)
+	}
+}
+
+func TestRefusedReleases(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, rel, reason string
+		status            func(*v1alpha1.Glance)
+	}{
+		{"downgrade", "2025.1", v1alpha1.ReasonDowngradeNotSupported, nil},
+		{"skip", "2026.2", v1alpha1.ReasonUpgradePathInvalid, nil},
+		{"unparseable installed release", "2026.1", v1alpha1.ReasonVersionParseError, func(g *v1alpha1.Glance) { g.Status.InstalledRelease = "zed" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newScene(t)
+			s.install()
+			if tc.status != nil {
+				g := s.glanceObj()
+				tc.status(g)
+				// Stop the manager while the status is doctored, or the next
+				// pass would put it right.
+				s.stop()
+				if err := cl.Status().Update(context.Background(), g); err != nil {
+					t.Fatal(err)
+				}
+				s.start()
+			}
+			s.update(release(tc.rel))
+			s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, tc.reason)
+			s.events(tc.reason)
+			var jobs batchv1.JobList
+			if err := cl.List(context.Background(), &jobs, client.InNamespace(s.NS)); err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs.Items {
+				if j.Name != "glance-db-sync" {
+					t.Errorf("a refused release created Job %s", j.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestImageReleaseMismatchRunsNoJob(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.update(func(g *v1alpha1.Glance) { g.Spec.OpenStackRelease, g.Spec.Image.Tag = "2026.1", "2025.2-20250901" })
+	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonImageReleaseMismatch)
+	if !strings.Contains(c.Message, `"2025.2-20250901" is built for 2025.2, not 2026.1`) {
+		t.Errorf("message %q", c.Message)
+	}
+	var j batchv1.Job
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-expand"}, &j); !apierrors.IsNotFound(err) {
+		t.Errorf("an expand Job exists despite the mismatch (%v)", err)
+	}
+	if g := s.glanceObj(); g.Status.UpgradePhase != "" {
+		t.Errorf("phase %q", g.Status.UpgradePhase)
+	}
+}
+
+func TestRestartResumesWithoutDuplicateJobs(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.update(release("2026.1"))
+	expand := s.job("db-expand")
+	s.stop()
+	s.start()
+	// The restarted manager finds the phase in status and the Job by name.
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
+	if again := s.job("db-expand"); again.UID != expand.UID {
+		t.Fatalf("the restarted manager re-created the expand Job")
+	}
+	s.finishJob("db-expand", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+	var jobs batchv1.JobList
+	if err := cl.List(context.Background(), &jobs, client.InNamespace(s.NS)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range jobs.Items {
+		names = append(names, j.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"glance-db-expand", "glance-db-migrate", "glance-db-sync"}) {
+		t.Errorf("Jobs %v", names)
+	}
+}
+
+func TestFailedSyncRerunsAfterSpecChange(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.ready(false)
+	s.Glance()
+	s.provision()
+	failed := s.finishJob("db-sync", false)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed)
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Image.Tag = "2025.2-20250902" })
+	s.Eventually("a new db-sync Job", func() bool {
+		var j batchv1.Job
+		err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, &j)
+		return err == nil && j.UID != failed.UID && j.DeletionTimestamp == nil
+	}, nil)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncInProgress)
+}
+
+func TestRotationRollsThePods(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	annotations := func() map[string]string { return s.deployment(nil).Spec.Template.Annotations }
+	before := annotations()
+	if before["glance.c5c3.io/authtoken-hash"] == "" || before["glance.c5c3.io/db-connection-hash"] == "" {
+		t.Fatalf("pod annotations %v", before)
+	}
+	rotate := func(secret, key string) {
+		var sec corev1.Secret
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: secret}, &sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.Data[key] = []byte("rotated-" + secret)
+		if err := cl.Update(ctx, &sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate("glance-service-user", "password")
+	s.Eventually("a new authtoken hash", func() bool {
+		a := annotations()
+		return a["glance.c5c3.io/authtoken-hash"] != before["glance.c5c3.io/authtoken-hash"] &&
+			a["glance.c5c3.io/db-connection-hash"] == before["glance.c5c3.io/db-connection-hash"]
+	}, nil)
+	rotate("glance-db", "password")
+	s.Eventually("a new db-connection hash", func() bool {
+		return annotations()["glance.c5c3.io/db-connection-hash"] != before["glance.c5c3.io/db-connection-hash"]
+	}, nil)
+}
+
+func TestDeletionRemovesTheDatabaseObjects(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	g := s.glanceObj()
+	if !slices.Contains(g.Finalizers, "glance.openstack.c5c3.io/finalizer") {
+		t.Fatalf("finalizers %v", g.Finalizers)
+	}
+	if err := cl.Delete(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range dbKinds {
+		s.Eventually(kind+" deleted", func() bool {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind))
+			return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, u))
+		}, nil)
+	}
+	s.Eventually("the Glance gone", func() bool {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &v1alpha1.Glance{}))
+	}, nil)
+	s.events("DatabaseFinalized")
+}
+
+func TestBrownfieldCreatesNoMariaDBObjects(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.ready(true)
+	s.Glance(func(g *v1alpha1.Glance) {
+		g.Spec.Database.ClusterRef = nil
+		g.Spec.Database.Host = "db.example.com"
+	})
+	s.finishJob("db-sync", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	for _, kind := range dbKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		if err := cl.List(context.Background(), list, client.InNamespace(s.NS)); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 0 {
+			t.Errorf("a brownfield Glance created %d %s objects", len(list.Items), kind)
+		}
+	}
+}
