@@ -47,6 +47,7 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 	count := func() { counter.Add(1) }
 	ctx, cancel := context.WithCancel(context.Background())
 	o.MetricsAddress, o.HealthAddress, o.Metrics = "0", "0", m
+	mgr.Metrics = m
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = 2
 	}
@@ -104,7 +105,10 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 type Manager struct {
 	// Writes counts the API writes of the operator's client.
 	Writes atomic.Int64
-	stop   func() error
+	// Metrics are the operator's collectors, in a registry of this
+	// manager's own.
+	Metrics *metrics.Metrics
+	stop    func() error
 }
 
 // Stop stops the manager and waits for it.

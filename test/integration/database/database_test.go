@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,7 @@ func TestFreshInstall(t *testing.T) {
 	if g := s.glanceObj(); g.Status.InstalledRelease != "2025.2" {
 		t.Errorf("installedRelease %q", g.Status.InstalledRelease)
 	}
+	s.syncRuns("succeeded", 1)
 
 	d := s.deployment(nil)
 	api := d.Spec.Template.Spec.Containers[0]
@@ -57,6 +59,8 @@ func TestFreshInstall(t *testing.T) {
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
 	s.rollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
+	// Further passes see the same finished Job: it still counts once.
+	s.syncRuns("succeeded", 1)
 
 	ctx := context.Background()
 	var svc corev1.Service
@@ -327,7 +331,11 @@ func TestDeletionRemovesTheDatabaseObjects(t *testing.T) {
 	s.Eventually("the Glance gone", func() bool {
 		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &v1alpha1.Glance{}))
 	}, nil)
-	s.events("DatabaseFinalized")
+	s.events("FinalizingDatabase", "DatabaseFinalized")
+	// The deleted Glance's series are gone.
+	if n := testutil.CollectAndCount(s.mgr.Metrics.DBSync.Total); n != 0 {
+		t.Errorf("%d db-sync series left after the deletion", n)
+	}
 }
 
 func TestBrownfieldCreatesNoMariaDBObjects(t *testing.T) {

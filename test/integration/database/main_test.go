@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -258,6 +259,20 @@ func (s *scene) events(reasons ...string) {
 		}
 		return i == len(reasons)
 	}, func() string { return "got " + strings.Join(got, ", ") })
+}
+
+// syncRuns waits until the db-sync counter of the Glance with that result
+// reaches n, and checks it stays there for a moment.
+func (s *scene) syncRuns(result string, n float64) {
+	s.t.Helper()
+	c := s.mgr.Metrics.DBSync.Total.WithLabelValues("glance", s.NS, result)
+	s.Eventually(fmt.Sprintf("glance_operator_db_sync_total{result=%q} = %v", result, n), func() bool {
+		return testutil.ToFloat64(c) == n
+	}, func() string { return fmt.Sprint(testutil.ToFloat64(c)) })
+	time.Sleep(500 * time.Millisecond)
+	if got := testutil.ToFloat64(c); got != n {
+		s.t.Errorf("glance_operator_db_sync_total{result=%q} = %v, want %v", result, got, n)
+	}
 }
 
 // install takes a fresh managed Glance to DatabaseSynced and
