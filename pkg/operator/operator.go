@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
@@ -61,6 +62,13 @@ type Options struct {
 	// NewClient, when set, builds the manager's client (tests wrap it to
 	// count writes).
 	NewClient client.NewClientFunc
+	// OperatorNamespace is where the operator runs; NetworkPolicies admit
+	// its health probes from there.
+	OperatorNamespace string
+	// DevHealthcheckAddress, when set, sends every health probe to this
+	// host:port instead of the Glance's Service. Development only: it lets a
+	// manager outside the cluster (make run) probe a stand-in.
+	DevHealthcheckAddress string
 	// SkipNameValidation lets several managers run in one process (tests);
 	// controller names are otherwise process-wide unique.
 	SkipNameValidation bool
@@ -72,10 +80,12 @@ const LeaderElectionID = "glance-operator.openstack.c5c3.io"
 // NewScheme knows the kinds the operator reads and writes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
 	}
-	return s, v1alpha1.AddToScheme(s)
+	return s, nil
 }
 
 // ownedKinds are the children the operator creates; it caches only the ones
@@ -154,7 +164,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
 	glanceReconciler := &glance.Reconciler{
 		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
-		Recorder: mgr.GetEventRecorder("glance-operator"),
+		Recorder:          mgr.GetEventRecorder("glance-operator"),
+		OperatorNamespace: o.OperatorNamespace,
+		Prober:            glance.HTTPProber{Redirect: o.DevHealthcheckAddress},
+		Probes:            glance.NewProbeCache(),
 	}
 	// The Glance reconciler registers both controllers' field indexes.
 	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {

@@ -38,6 +38,9 @@ type backendsProjection struct {
 	defaultBackend string
 	// live are the names the Deployment runs with.
 	live liveNames
+	// endpoints are the S3 hosts of the rendered backends, for the
+	// NetworkPolicy's egress.
+	endpoints []string
 }
 
 // reconcileBackends renders the attached, credential-ready backends into a
@@ -91,6 +94,9 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		rendered = append(rendered, rb)
 	}
 
+	for _, b := range rendered {
+		p.backends.endpoints = append(p.backends.endpoints, b.Spec.S3.Host)
+	}
 	notes := backendNotes(waiting, skipped)
 	var defaults []string
 	for _, b := range rendered {

@@ -189,9 +189,7 @@ func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *bat
 	if state == database.JobFailed {
 		result = metrics.ResultFailed
 	}
-	p.r.Metrics.DBSync.Observe(g.Namespace, g.Name, result, jobDuration(j))
-	// Patch a copy: the response carries the stored status, which must not
-	// replace the conditions this pass has set so far.
+	// Record first: a run is better missed once than counted twice.
 	patched := g.DeepCopy()
 	patch := client.MergeFrom(g.DeepCopy())
 	if patched.Annotations == nil {
@@ -202,6 +200,7 @@ func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *bat
 		return fmt.Errorf("record the observed db-sync Job: %w", err)
 	}
 	g.Annotations, g.ResourceVersion = patched.Annotations, patched.ResourceVersion
+	p.r.Metrics.DBSync.Observe(g.Namespace, g.Name, result, jobDuration(j))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package glance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -125,12 +126,24 @@ func ptrValue(p *int32) int32 {
 	return *p
 }
 
+// AnnotationRenderedHash records the digest of what the operator rendered
+// for a child, to notice when the desired state changed.
+const AnnotationRenderedHash = "glance.c5c3.io/rendered-hash"
+
 // applyChild creates desired, or writes the existing object when inSync
 // says it lacks the desired state; update copies the desired state into it
 // (keeping what the API server owns). Labels and annotations the operator
 // sets are kept on it. A child already in sync is not written.
 func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func()) error {
-	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	// The digest of what was rendered catches what a field-by-field
+	// comparison cannot: something removed from the desired state (a
+	// volume, a container, a rule).
+	rendered, err := json.Marshal(desired)
+	if err != nil {
+		return err
+	}
+	desired.SetAnnotations(merged(desired.GetAnnotations(), map[string]string{AnnotationRenderedHash: digest(string(rendered))[:16]}))
+	err = p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
 		if err := p.cluster.SetOwner(g, desired); err != nil {
 			return err

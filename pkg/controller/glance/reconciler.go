@@ -34,6 +34,15 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Metrics are the operator's collectors.
 	Metrics *metrics.Metrics
+	// OperatorNamespace is where the operator runs; the NetworkPolicy
+	// admits its health probes from there.
+	OperatorNamespace string
+	// Prober checks /healthcheck; Probes caches its passing answers.
+	Prober Prober
+	Probes *ProbeCache
+	// GatewayAPI says whether the management cluster served the Gateway
+	// API when the controller was set up.
+	GatewayAPI bool
 
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
@@ -118,5 +127,6 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	r.Metrics.ForgetGlance(g.Namespace, g.Name)
+	r.Probes.Forget(g.UID)
 	return ctrl.Result{}, nil
 }

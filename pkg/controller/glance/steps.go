@@ -16,6 +16,13 @@ var Steps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileConfig}),
 	pipeline.Single(step{Name: "Database", Condition: v1alpha1.ConditionDatabaseReady, Run: reconcileDatabase}),
 	pipeline.Single(step{Name: "Deployment", Condition: v1alpha1.ConditionDeploymentReady, Run: reconcileDeployment}),
+	pipeline.Parallel(
+		step{Name: "HTTPRoute", Condition: v1alpha1.ConditionHTTPRouteReady, Run: reconcileHTTPRoute},
+		step{Name: "HealthCheck", Condition: v1alpha1.ConditionGlanceAPIReady, Run: reconcileHealthCheck},
+		step{Name: "HPA", Condition: v1alpha1.ConditionHPAReady, Run: reconcileHPA},
+		step{Name: "NetworkPolicy", Condition: v1alpha1.ConditionNetworkPolicyReady, Run: reconcileNetworkPolicy},
+		step{Name: "DBPurge", Condition: v1alpha1.ConditionDBPurgeReady, Run: reconcileDBPurge},
+	),
 }
 
 // unresolvedSteps report an unresolvable targetClusterRef in place of the

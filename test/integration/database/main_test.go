@@ -9,6 +9,8 @@ package database
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -37,6 +39,15 @@ import (
 var (
 	cfg *rest.Config
 	cl  client.Client
+	// healthy stands in for glance-api's /healthcheck: the managers run
+	// outside any cluster network, so their probes go here.
+	healthy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthcheck" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("OK"))
+	}))
 )
 
 func TestMain(m *testing.M) {
@@ -68,11 +79,19 @@ func newScene(t *testing.T) *scene {
 
 func (s *scene) start() {
 	s.t.Helper()
-	mgr, err := operatortest.StartManager(cfg, operator.Options{WatchNamespaces: []string{s.NS}})
+	mgr, err := startManagerProbing(s.NS, strings.TrimPrefix(healthy.URL, "http://"))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.mgr = mgr
+}
+
+// startManagerProbing starts a manager of the namespace whose health probes
+// go to address.
+func startManagerProbing(namespace, address string) (*operatortest.Manager, error) {
+	return operatortest.StartManager(cfg, operator.Options{
+		WatchNamespaces: []string{namespace}, OperatorNamespace: "glance-system", DevHealthcheckAddress: address,
+	})
 }
 
 func (s *scene) stop() {
@@ -202,6 +221,14 @@ func (s *scene) rollOut() {
 	if err := cl.Status().Update(context.Background(), d); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// rollOutChange waits until the operator changed the Deployment's spec,
+// then rolls it out.
+func (s *scene) rollOutChange() {
+	s.t.Helper()
+	s.deployment(func(d *appsv1.Deployment) bool { return d.Generation > d.Status.ObservedGeneration })
+	s.rollOut()
 }
 
 func (s *scene) glanceObj() *v1alpha1.Glance {

@@ -1,0 +1,156 @@
+package glance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// AnnotationDBPurgeObserved records the newest purge run whose outcome fed
+// the metrics and raised its event (its runKey), so each run counts exactly
+// once.
+const AnnotationDBPurgeObserved = "glance.openstack.c5c3.io/db-purge-observed"
+
+// reconcileDBPurge projects the {name}-db-purge CronJob and reports the
+// newest terminal run it spawned.
+func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	desired, err := render.DBPurgeCronJob(g, p.workloadFacts())
+	if err != nil {
+		return ctrl.Result{}, reconcile.TerminalError(errors.New("cannot render the db-purge CronJob: " + err.Error()))
+	}
+	cj := &batchv1.CronJob{}
+	if err := applyChild(ctx, p, g, desired, cj, func() bool {
+		return equality.Semantic.DeepDerivative(desired.Spec, cj.Spec)
+	}, func() { cj.Spec = desired.Spec }); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	runs, err := purgeRuns(ctx, p, g, cj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := observePurgeRuns(ctx, p, g, runs); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The condition is set after the annotation patch: a patch refreshes
+	// this member's copy, status included.
+	var newest *batchv1.Job
+	for i := len(runs) - 1; i >= 0 && newest == nil; i-- {
+		if runs[i].state != "" {
+			newest = runs[i].job
+		}
+	}
+	switch {
+	case newest != nil && jobCondition(newest, batchv1.JobFailed):
+		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed,
+			fmt.Sprintf("the newest db-purge run, Job %s, failed; see its logs", newest.Name))
+	case cj.Spec.Suspend != nil && *cj.Spec.Suspend:
+		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended,
+			"spec.dbPurge.suspend is set: no purge runs, and soft-deleted rows accumulate")
+	default:
+		msg := fmt.Sprintf("CronJob %s runs on %q", cj.Name, cj.Spec.Schedule)
+		if newest != nil {
+			msg += "; the newest run, Job " + newest.Name + ", succeeded"
+		}
+		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled, msg)
+	}
+	return ctrl.Result{}, nil
+}
+
+// purgeRun is a Job the CronJob spawned; state is the metrics result when
+// it is terminal, empty while it runs.
+type purgeRun struct {
+	job   *batchv1.Job
+	state string
+}
+
+// purgeRuns lists the Jobs with the Glance's common labels that the CronJob
+// controls, oldest first.
+func purgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, cj *batchv1.CronJob) ([]purgeRun, error) {
+	var list batchv1.JobList
+	if err := p.cluster.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels(render.CommonLabels(g.Name))); err != nil {
+		return nil, fmt.Errorf("list db-purge Jobs: %w", err)
+	}
+	var runs []purgeRun
+	for i := range list.Items {
+		j := &list.Items[i]
+		if ref := metav1.GetControllerOf(j); ref == nil || ref.UID != cj.UID {
+			continue
+		}
+		r := purgeRun{job: j}
+		switch {
+		case jobCondition(j, batchv1.JobComplete):
+			r.state = metrics.ResultSucceeded
+		case jobCondition(j, batchv1.JobFailed):
+			r.state = metrics.ResultFailed
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(a, b int) bool { return runKey(runs[a].job) < runKey(runs[b].job) })
+	return runs, nil
+}
+
+// runKey orders runs by the time the CronJob scheduled them (its
+// annotation), then creation, then name, as sortable text: creation
+// timestamps have a one-second grain, and the annotation keeps the newest
+// observed key.
+func runKey(j *batchv1.Job) string {
+	scheduled := j.Annotations[batchv1.CronJobScheduledTimestampAnnotation]
+	if t, err := time.Parse(time.RFC3339, scheduled); err == nil {
+		scheduled = t.UTC().Format(time.RFC3339)
+	} else {
+		scheduled = j.CreationTimestamp.UTC().Format(time.RFC3339)
+	}
+	return scheduled + "/" + j.CreationTimestamp.UTC().Format(time.RFC3339) + "/" + j.Name
+}
+
+// observePurgeRuns feeds every terminal run newer than the last observed one
+// into the metrics, raises a Warning event for each failed one, and records
+// the newest in the annotation: once per Job UID, whatever the number of
+// passes.
+func observePurgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, runs []purgeRun) error {
+	last := g.Annotations[AnnotationDBPurgeObserved]
+	var fresh []purgeRun
+	for _, r := range runs {
+		if r.state != "" && strings.Compare(runKey(r.job), last) > 0 {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	// Record first: a run is better missed once than counted twice.
+	patched := g.DeepCopy()
+	patch := client.MergeFrom(g.DeepCopy())
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	patched.Annotations[AnnotationDBPurgeObserved] = runKey(fresh[len(fresh)-1].job)
+	if err := p.r.Client.Patch(ctx, patched, patch); err != nil {
+		return fmt.Errorf("record the observed db-purge runs: %w", err)
+	}
+	g.Annotations, g.ResourceVersion = patched.Annotations, patched.ResourceVersion
+	for _, r := range fresh {
+		p.r.Metrics.DBPurge.Observe(g.Namespace, g.Name, r.state, jobDuration(r.job))
+		if r.state == metrics.ResultFailed {
+			p.r.Recorder.Eventf(g, r.job, corev1.EventTypeWarning, v1alpha1.ReasonDBPurgeJobFailed, "Purge", "db-purge Job %s failed", r.job.Name)
+		}
+	}
+	return nil
+}

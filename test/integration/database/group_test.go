@@ -1,0 +1,236 @@
+package database
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// allConditions are the nine sub-conditions and the reasons a plain Ready
+// Glance reports.
+var allConditions = map[string]string{
+	v1alpha1.ConditionSecretsReady:       v1alpha1.ReasonSecretsAvailable,
+	v1alpha1.ConditionBackendsReady:      v1alpha1.ReasonAllBackendsProjected,
+	v1alpha1.ConditionDatabaseReady:      v1alpha1.ReasonDatabaseSynced,
+	v1alpha1.ConditionDeploymentReady:    v1alpha1.ReasonDeploymentReady,
+	v1alpha1.ConditionHTTPRouteReady:     v1alpha1.ReasonHTTPRouteNotRequired,
+	v1alpha1.ConditionGlanceAPIReady:     v1alpha1.ReasonAPIHealthy,
+	v1alpha1.ConditionHPAReady:           v1alpha1.ReasonHPANotRequired,
+	v1alpha1.ConditionNetworkPolicyReady: v1alpha1.ReasonNetworkPolicyNotRequired,
+	v1alpha1.ConditionDBPurgeReady:       v1alpha1.ReasonDBPurgeScheduled,
+}
+
+func TestReadyGlanceAndNoOpReconcile(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.Condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllReady)
+	g := s.glanceObj()
+	for typ, reason := range allConditions {
+		found := false
+		for _, c := range g.Status.Conditions {
+			if c.Type == typ {
+				found = true
+				if c.Status != metav1.ConditionTrue || c.Reason != reason {
+					t.Errorf("%s = %s/%s, want True/%s", typ, c.Status, c.Reason, reason)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("condition %s missing", typ)
+		}
+	}
+
+	// Settle, then wake the controllers without changing anything they
+	// render: a Ready Glance costs no API write.
+	last := s.mgr.Writes.Load()
+	s.Eventually("the operator to settle", func() bool {
+		time.Sleep(2 * time.Second)
+		now := s.mgr.Writes.Load()
+		settled := now == last
+		last = now
+		return settled
+	}, nil)
+	before := s.mgr.Writes.Load()
+	s.update(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
+	time.Sleep(3 * time.Second)
+	if got := s.mgr.Writes.Load() - before; got != 0 {
+		t.Fatalf("re-reconciling a Ready Glance issued %d API writes, want 0", got)
+	}
+}
+
+func TestHPALifecycle(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	s.update(func(g *v1alpha1.Glance) {
+		g.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MaxReplicas: 6, TargetCPUUtilization: ptr.To[int32](70)}
+	})
+	s.rollOutChange()
+	s.Condition(v1alpha1.ConditionHPAReady, metav1.ConditionTrue, v1alpha1.ReasonHPAReady)
+	var hpa autoscalingv2.HorizontalPodAutoscaler
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &hpa); err != nil || *hpa.Spec.MinReplicas != 3 || hpa.Spec.MaxReplicas != 6 {
+		t.Fatalf("HPA %+v (%v)", hpa.Spec, err)
+	}
+	// The HPA owns the replica count: the operator leaves it alone.
+	d := s.deployment(nil)
+	d.Spec.Replicas = ptr.To[int32](5)
+	if err := cl.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	s.rollOut()
+	s.update(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"nudge": "1"} })
+	time.Sleep(2 * time.Second)
+	if got := *s.deployment(nil).Spec.Replicas; got != 5 {
+		t.Errorf("the operator reset the HPA's replica count to %d", got)
+	}
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Autoscaling = nil })
+	s.deployment(func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+	s.rollOut()
+	s.Condition(v1alpha1.ConditionHPAReady, metav1.ConditionTrue, v1alpha1.ReasonHPANotRequired)
+	s.Eventually("the HPA deleted", func() bool {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &autoscalingv2.HorizontalPodAutoscaler{}))
+	}, nil)
+}
+
+func TestNetworkPolicyLifecycle(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	source := v1alpha1.NetworkPolicySource{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}
+	s.update(func(g *v1alpha1.Glance) {
+		g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{source}}
+	})
+	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
+	np := &networkingv1.NetworkPolicy{}
+	peers := func() int {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, np); err != nil {
+			return -1
+		}
+		return len(np.Spec.Ingress[0].From)
+	}
+	if n := peers(); n != 2 { // the source and the operator's namespace
+		t.Fatalf("ingress peers %d: %+v", n, np.Spec.Ingress)
+	}
+	// A second source updates the policy.
+	s.update(func(g *v1alpha1.Glance) {
+		g.Spec.NetworkPolicy.Ingress = append(g.Spec.NetworkPolicy.Ingress, v1alpha1.NetworkPolicySource{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nova"}}})
+	})
+	s.Eventually("three ingress peers", func() bool { return peers() == 3 }, nil)
+	// Removing the block removes the policy.
+	s.update(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
+	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired)
+	s.Eventually("the NetworkPolicy deleted", func() bool {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &networkingv1.NetworkPolicy{}))
+	}, nil)
+}
+
+func TestHealthCheckReportsAnUnreachableAPI(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.stop()
+	// A manager whose probes find nothing listening.
+	mgr, err := startManagerProbing(s.NS, "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mgr = mgr
+	s.install()
+	c := s.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionFalse, v1alpha1.ReasonConnectionFailed)
+	if !strings.Contains(c.Message, "/healthcheck refused the connection") {
+		t.Errorf("message %q", c.Message)
+	}
+	s.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
+}
+
+// purgeJob plays the CronJob controller: a run it spawned, finished.
+func (s *scene) purgeJob(name string, scheduled time.Time, succeeded bool) *batchv1.Job {
+	s.t.Helper()
+	ctx := context.Background()
+	cj := &batchv1.CronJob{}
+	s.Eventually("the db-purge CronJob", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-purge"}, cj) == nil
+	}, nil)
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: s.NS, Labels: cj.Spec.JobTemplate.Labels,
+			Annotations:     map[string]string{batchv1.CronJobScheduledTimestampAnnotation: scheduled.UTC().Format(time.RFC3339)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: cj.Name, UID: cj.UID, Controller: ptr.To(true)}},
+		},
+		Spec: cj.Spec.JobTemplate.Spec,
+	}
+	s.Create(j)
+	// The CronJob controller lists the run as active, then drops it: those
+	// status changes are what wake the Glance.
+	setActive := func(active []corev1.ObjectReference) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(cj), cj); err != nil {
+			s.t.Fatal(err)
+		}
+		cj.Status.Active = active
+		if err := cl.Status().Update(ctx, cj); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	setActive([]corev1.ObjectReference{{Kind: "Job", Namespace: s.NS, Name: name, UID: j.UID}})
+	s.finishJob(strings.TrimPrefix(name, "glance-"), succeeded)
+	setActive(nil)
+	return j
+}
+
+func TestDBPurgeRuns(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
+	total := func(result string) float64 {
+		return testutil.ToFloat64(s.mgr.Metrics.DBPurge.Total.WithLabelValues("glance", s.NS, result))
+	}
+
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	s.purgeJob("glance-db-purge-1", at, true)
+	s.Eventually("one successful purge counted", func() bool { return total("succeeded") == 1 }, nil)
+
+	s.purgeJob("glance-db-purge-2", at.Add(24*time.Hour), false)
+	c := s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed)
+	if !strings.Contains(c.Message, "glance-db-purge-2") {
+		t.Errorf("message %q", c.Message)
+	}
+	s.events(v1alpha1.ReasonDBPurgeJobFailed)
+	s.Eventually("one failed purge counted", func() bool { return total("failed") == 1 }, nil)
+
+	// A newer success flips it back, however long the old failure stays in
+	// the history.
+	s.purgeJob("glance-db-purge-3", at.Add(48*time.Hour), true)
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
+	s.Eventually("two successful purges counted", func() bool { return total("succeeded") == 2 }, nil)
+	time.Sleep(time.Second)
+	if total("succeeded") != 2 || total("failed") != 1 {
+		t.Errorf("purge runs counted %v succeeded, %v failed; want 2 and 1, once per Job", total("succeeded"), total("failed"))
+	}
+
+	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
+	var cj batchv1.CronJob
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-purge"}, &cj); err != nil || cj.Spec.Suspend == nil || !*cj.Spec.Suspend {
+		t.Errorf("CronJob suspend %v (%v)", cj.Spec.Suspend, err)
+	}
+	if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+		t.Errorf("concurrencyPolicy %s", cj.Spec.ConcurrencyPolicy)
+	}
+}
