@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -68,7 +67,7 @@ func run(args []string, stderr io.Writer) int {
 	ctrllog.SetLogger(log)
 	klog.SetLogger(log)
 
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig) // in-cluster without a kubeconfig
 	if err != nil {
 		log.Error(err, "load the API server config")
 		return 1
@@ -86,11 +85,4 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	return rest.InClusterConfig()
 }

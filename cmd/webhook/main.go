@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -128,7 +127,7 @@ func serve(args []string, stderr io.Writer) int {
 	ctrllog.SetLogger(log)
 	klog.SetLogger(log)
 
-	cfg, err := restConfig(c.kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig) // in-cluster without a kubeconfig
 	if err != nil {
 		log.Error(err, "load the API server config")
 		return 1
@@ -148,11 +147,4 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	return rest.InClusterConfig()
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
 // fakeLookups answers from fixed data.
@@ -48,20 +49,7 @@ func (f *fakeLookups) PriorityClassExists(_ context.Context, name string) (bool,
 }
 
 func baseGlance(muts ...func(*v1alpha1.Glance)) *v1alpha1.Glance {
-	g := &v1alpha1.Glance{
-		ObjectMeta: metav1.ObjectMeta{Name: "glance", Namespace: "openstack"},
-		Spec: v1alpha1.GlanceSpec{
-			OpenStackRelease: "2025.2",
-			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: "2025.2"},
-			Database: v1alpha1.DatabaseSpec{
-				ClusterRef: &v1alpha1.LocalObjectReference{Name: "mariadb"},
-				Database:   "glance",
-				SecretRef:  v1alpha1.SecretKeySelector{Name: "glance-db"},
-			},
-			KeystoneEndpoint: "http://keystone:5000/v3",
-			ServiceUser:      v1alpha1.ServiceUserSpec{SecretRef: v1alpha1.SecretKeySelector{Name: "glance-service-user"}},
-		},
-	}
+	g := fixtures.NewGlance("openstack", "glance", "2025.2")
 	for _, m := range muts {
 		m(g)
 	}
@@ -403,19 +391,11 @@ func checkWarnings(t *testing.T, warns Warnings, want []string) {
 }
 
 func backendOf(name, glance string, isDefault bool, muts ...func(*v1alpha1.GlanceBackend)) v1alpha1.GlanceBackend {
-	b := v1alpha1.GlanceBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "openstack"},
-		Spec: v1alpha1.GlanceBackendSpec{
-			GlanceRef: v1alpha1.LocalObjectReference{Name: glance},
-			Type:      v1alpha1.BackendTypeS3,
-			IsDefault: isDefault,
-			S3:        &v1alpha1.S3BackendSpec{Host: "http://s3:9000", Bucket: "images", CredentialsSecretRef: v1alpha1.LocalObjectReference{Name: "s3"}},
-		},
-	}
+	b := fixtures.NewBackend("openstack", name, glance, isDefault, "s3")
 	for _, m := range muts {
-		m(&b)
+		m(b)
 	}
-	return b
+	return *b
 }
 
 func TestValidateGlanceBackend(t *testing.T) {

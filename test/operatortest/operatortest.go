@@ -24,6 +24,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/operator"
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
 // NewClient returns a client that knows the operator's kinds.
@@ -187,21 +188,8 @@ func (e *Env) Credentials(dbPassword string) {
 
 func (e *Env) Glance(muts ...func(*v1alpha1.Glance)) *v1alpha1.Glance {
 	e.t.Helper()
-	g := &v1alpha1.Glance{
-		ObjectMeta: metav1.ObjectMeta{Name: "glance", Namespace: e.NS},
-		Spec: v1alpha1.GlanceSpec{
-			OpenStackRelease: "2025.2",
-			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: "2025.2"},
-			Database: v1alpha1.DatabaseSpec{
-				ClusterRef: &v1alpha1.LocalObjectReference{Name: "mariadb"},
-				Database:   "glance",
-				SecretRef:  v1alpha1.SecretKeySelector{Name: "glance-db"},
-			},
-			KeystoneEndpoint: "http://keystone:5000/v3",
-			ServiceUser:      v1alpha1.ServiceUserSpec{SecretRef: v1alpha1.SecretKeySelector{Name: "glance-service-user"}},
-			SecretStoreRef:   &v1alpha1.SecretStoreReference{Kind: v1alpha1.ClusterSecretStoreKind, Name: e.Store},
-		},
-	}
+	g := fixtures.NewGlance(e.NS, "glance", "2025.2")
+	g.Spec.SecretStoreRef = &v1alpha1.SecretStoreReference{Kind: v1alpha1.ClusterSecretStoreKind, Name: e.Store}
 	for _, m := range muts {
 		m(g)
 	}
@@ -209,23 +197,16 @@ func (e *Env) Glance(muts ...func(*v1alpha1.Glance)) *v1alpha1.Glance {
 	return g
 }
 
+// Backend creates an S3 GlanceBackend of the Glance, with a bucket of its
+// own, whose credentials are in secret.
 func (e *Env) Backend(name string, isDefault bool, secret string) *v1alpha1.GlanceBackend {
 	e.t.Helper()
-	b := &v1alpha1.GlanceBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS},
-		Spec: v1alpha1.GlanceBackendSpec{
-			GlanceRef: v1alpha1.LocalObjectReference{Name: "glance"},
-			Type:      v1alpha1.BackendTypeS3,
-			IsDefault: isDefault,
-			S3:        &v1alpha1.S3BackendSpec{Host: "http://s3:9000", Bucket: "images-" + name, CredentialsSecretRef: v1alpha1.LocalObjectReference{Name: secret}},
-		},
-	}
+	b := fixtures.NewBackend(e.NS, name, "glance", isDefault, secret)
+	b.Spec.S3.Bucket = "images-" + name
 	e.Create(b)
 	return b
 }
 
-// condition waits until the Glance's condition has the status and reason and
-// returns it.
 func (e *Env) Condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
 	var last *metav1.Condition

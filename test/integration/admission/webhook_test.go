@@ -21,6 +21,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
 func namespace(t *testing.T, cl client.Client, name string) string {
@@ -31,33 +32,10 @@ func namespace(t *testing.T, cl client.Client, name string) string {
 	return name
 }
 
-func newGlance(ns, name, rel string) *v1alpha1.Glance {
-	return &v1alpha1.Glance{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.GlanceSpec{
-			OpenStackRelease: rel,
-			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: rel},
-			Database: v1alpha1.DatabaseSpec{
-				ClusterRef: &v1alpha1.LocalObjectReference{Name: "mariadb"},
-				Database:   "glance",
-				SecretRef:  v1alpha1.SecretKeySelector{Name: "glance-db"},
-			},
-			KeystoneEndpoint: "http://keystone:5000/v3",
-			ServiceUser:      v1alpha1.ServiceUserSpec{SecretRef: v1alpha1.SecretKeySelector{Name: "glance-service-user"}},
-		},
-	}
-}
+func newGlance(ns, name, rel string) *v1alpha1.Glance { return fixtures.NewGlance(ns, name, rel) }
 
 func newBackend(ns, name string, isDefault bool) *v1alpha1.GlanceBackend {
-	return &v1alpha1.GlanceBackend{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.GlanceBackendSpec{
-			GlanceRef: v1alpha1.LocalObjectReference{Name: "glance"},
-			Type:      v1alpha1.BackendTypeS3,
-			IsDefault: isDefault,
-			S3:        &v1alpha1.S3BackendSpec{Host: "http://s3:9000", Bucket: "images", CredentialsSecretRef: v1alpha1.LocalObjectReference{Name: "s3"}},
-		},
-	}
+	return fixtures.NewBackend(ns, name, "glance", isDefault, "s3")
 }
 
 func TestWarningsReachTheClient(t *testing.T) {

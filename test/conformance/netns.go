@@ -1,0 +1,207 @@
+//go:build linux
+
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// netNS is a pod's network namespace: only a loopback interface, so glance
+// binds its fixed port 9292 without touching the host's network, and every
+// address the rendered config names resolves (through the pod's /etc/hosts)
+// to a loopback address inside it, where the harness listens.
+//
+// The namespace belongs to one OS thread, locked to a goroutine that runs
+// whatever must create sockets inside it; a socket keeps its namespace for
+// life, so listeners and connections made there are used from any goroutine.
+// Sandboxed processes join it through the file fd.
+type netNS struct {
+	fd   *os.File
+	work chan func()
+	stop chan struct{}
+	once sync.Once
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	servers   []*http.Server
+}
+
+func newNetNS() (*netNS, error) {
+	ns := &netNS{work: make(chan func()), stop: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// From here on the thread is never unlocked: when this goroutine
+		// returns, the runtime ends the thread and with it the thread's
+		// reference to the namespace.
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ready <- fmt.Errorf("unshare(CLONE_NEWNET): %w (the conformance suite must run as root)", err)
+			return
+		}
+		fd, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			ready <- err
+			return
+		}
+		if err := loopbackUp(); err != nil {
+			_ = fd.Close()
+			ready <- fmt.Errorf("bringing up lo: %w", err)
+			return
+		}
+		ns.fd = fd
+		ready <- nil
+		for {
+			select {
+			case f := <-ns.work:
+				f()
+			case <-ns.stop:
+				return
+			}
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+func loopbackUp() error {
+	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(s)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(s, unix.SIOCSIFFLAGS, ifr)
+}
+
+// do runs f on the namespace's thread.
+func (ns *netNS) do(f func()) {
+	done := make(chan struct{})
+	select {
+	case ns.work <- func() { defer close(done); f() }:
+		<-done
+	case <-ns.stop:
+		f = nil
+	}
+}
+
+// listen opens a TCP listener inside the namespace.
+func (ns *netNS) listen(addr string) (net.Listener, error) {
+	var l net.Listener
+	err := errors.New("network namespace closed")
+	ns.do(func() { l, err = net.Listen("tcp", addr) })
+	if err != nil {
+		return nil, err
+	}
+	ns.mu.Lock()
+	ns.listeners = append(ns.listeners, l)
+	ns.mu.Unlock()
+	return l, nil
+}
+
+// dial connects to addr inside the namespace.
+func (ns *netNS) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := errors.New("network namespace closed")
+	ns.do(func() {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		c, err = d.DialContext(ctx, "tcp", addr)
+	})
+	return c, err
+}
+
+// serve serves h on addr inside the namespace.
+func (ns *netNS) serve(addr string, h http.Handler) error {
+	l, err := ns.listen(addr)
+	if err != nil {
+		return err
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ns.mu.Lock()
+	ns.servers = append(ns.servers, s)
+	ns.mu.Unlock()
+	go func() { _ = s.Serve(l) }()
+	return nil
+}
+
+// forward accepts connections on addr inside the namespace and splices each
+// to a new connection from dial, made outside it.
+func (ns *netNS) forward(addr string, dial func() (net.Conn, error)) error {
+	l, err := ns.listen(addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer in.Close()
+				out, err := dial()
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				splice(in, out)
+			}()
+		}
+	}()
+	return nil
+}
+
+// splice copies both ways until both directions are done, passing on
+// half-closes.
+func splice(a, b net.Conn) {
+	var wg sync.WaitGroup
+	cp := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	wg.Add(2)
+	go cp(a, b)
+	go cp(b, a)
+	wg.Wait()
+}
+
+// close stops the listeners and the namespace's thread.
+func (ns *netNS) close() {
+	ns.once.Do(func() {
+		ns.mu.Lock()
+		for _, l := range ns.listeners {
+			_ = l.Close()
+		}
+		for _, s := range ns.servers {
+			_ = s.Close()
+		}
+		ns.mu.Unlock()
+		close(ns.stop)
+		_ = ns.fd.Close()
+	})
+}
