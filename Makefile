@@ -24,7 +24,7 @@ run: control-plane ## Start a local cluster with the CRDs and the sample Glance;
 		-apply test/samples/dependencies.yaml -apply test/samples/glance.yaml
 
 .PHONY: test
-test: control-plane verify-generated vet ## Run every suite against the real control plane.
+test: control-plane conformance-root verify-generated vet ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 
@@ -65,9 +65,13 @@ build: ## Build glance-operator and glance-webhook into bin/.
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
 	hack/build-control-plane.sh all
 
+.PHONY: conformance-root
+conformance-root: ## Build the Debian trixie root with Glance for the conformance suite (once; root + debootstrap).
+	hack/conformance/build-root.sh
+
 .PHONY: cluster
 cluster: control-plane ## Start a full local cluster with all CRDs (no sample) until Ctrl-C.
-	$(GO) run ./hack/localcluster -mode=cluster -dir=$(RUN_DIR)/cluster
+	$(GO) run ./hack/localcluster -mode=cluster -operator=false -dir=$(RUN_DIR)/cluster
 
 .PHONY: apiserver
 apiserver: control-plane ## Start etcd + kube-apiserver with all CRDs until Ctrl-C.

@@ -435,14 +435,16 @@ type UWSGISpec struct {
 	HTTPKeepAlive *bool `json:"httpKeepAlive,omitempty"`
 
 	// httpKeepAliveTimeout closes idle kept-alive connections after this many
-	// seconds.
+	// seconds (uWSGI reads 1 as "on, with the socket timeout", so the least
+	// is 2).
 	// +optional
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=2
 	HTTPKeepAliveTimeout *int32 `json:"httpKeepAliveTimeout,omitempty"`
 
 	// harakiri kills a worker stuck on one request for longer than this many
-	// seconds. It must stay below terminationGracePeriodSeconds minus
-	// preStopSleepSeconds.
+	// seconds — any request, so an image upload or download that takes
+	// longer is cut off too. It must stay below
+	// terminationGracePeriodSeconds minus preStopSleepSeconds.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Harakiri *int32 `json:"harakiri,omitempty"`

@@ -42,6 +42,10 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.DevHealthcheckAddress, "dev-healthcheck-address", "", "DEVELOPMENT ONLY: send every /healthcheck probe to this host:port instead of the Glance's Service, for a manager running outside the cluster")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish on SIGTERM")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: in-cluster config)")
+	var qps float64
+	var burst int
+	fs.Float64Var(&qps, "kube-api-qps", 50, "client-side rate limit of the API calls, queries per second")
+	fs.IntVar(&burst, "kube-api-burst", 100, "client-side burst of the API calls")
 	fs.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: error, info or debug")
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +77,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	cfg.UserAgent = "glance-operator"
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	mgr, err := operator.New(ctx, cfg, o)

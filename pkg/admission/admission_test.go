@@ -177,6 +177,9 @@ func TestValidateGlance(t *testing.T) {
 		{name: "workers on uwsgi release", new: baseGlance(releaseTo("2026.2"), func(g *v1alpha1.Glance) {
 			g.Spec.APIServer = &v1alpha1.APIServerSpec{Workers: ptr.To[int32](2)}
 		}), warnings: []string{"spec.apiServer.workers has no effect on 2026.2: releases from 2026.1 run under uWSGI; use spec.apiServer.uwsgi.processes"}},
+		{name: "harakiri on uwsgi", new: baseGlance(releaseTo("2026.1"), func(g *v1alpha1.Glance) {
+			g.Spec.APIServer = &v1alpha1.APIServerSpec{UWSGI: &v1alpha1.UWSGISpec{Harakiri: ptr.To[int32](20)}}
+		}), warnings: []string{"spec.apiServer.uwsgi.harakiri kills every request that runs longer than 20s, image uploads and downloads included"}},
 		{name: "both knobs on eventlet", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.APIServer = &v1alpha1.APIServerSpec{Workers: ptr.To[int32](2), UWSGI: &v1alpha1.UWSGISpec{}}
 		}), warnings: []string{"spec.apiServer.uwsgi has no effect on 2025.2"}},

@@ -31,6 +31,9 @@ func knobWarnings(g *v1alpha1.Glance) Warnings {
 		if api.Workers != nil {
 			w = append(w, fmt.Sprintf("spec.apiServer.workers has no effect on %s: releases from %s run under uWSGI; use spec.apiServer.uwsgi.processes", rel, release.UWSGIFrom))
 		}
+		if u := api.UWSGI; u != nil && u.Harakiri != nil {
+			w = append(w, fmt.Sprintf("spec.apiServer.uwsgi.harakiri kills every request that runs longer than %ds, image uploads and downloads included", *u.Harakiri))
+		}
 	}
 	return w
 }

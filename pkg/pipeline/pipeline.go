@@ -130,7 +130,7 @@ func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, 
 		return ctrl.Result{}, err
 	}
 	result, runErr := p.runStages(ctx, obj, state)
-	p.finishStatus(obj)
+	p.finishStatus(obj, runErr)
 	writeErr := p.writeStatus(ctx, obj, before)
 	if err := errors.Join(runErr, writeErr); err != nil {
 		return ctrl.Result{}, err

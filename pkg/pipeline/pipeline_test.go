@@ -655,6 +655,27 @@ func TestReadyAggregation(t *testing.T) {
 	}
 }
 
+// TestFailedPassIsNeverReady: a pass that ended with an error left
+// conditions it did not examine; Ready must not vouch for them.
+func TestFailedPassIsNeverReady(t *testing.T) {
+	cond := func(typ string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: "True", Reason: "Preset", LastTransitionTime: metav1.Now()}
+	}
+	e := newEnv(t, newGlance(cond(condA), cond(condB), cond(condC)),
+		pipeline.Single(step{Name: "Fails", Condition: condA, Run: func(context.Context, *v1alpha1.Glance, *trace) (ctrl.Result, error) {
+			// Fails before it could set its condition.
+			return ctrl.Result{}, errors.New("the API server went away")
+		}}))
+	g, _, _, err := e.run(t)
+	if err == nil {
+		t.Fatal("the failing step's error was not returned")
+	}
+	c := wantCondition(t, g, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady)
+	if !strings.Contains(c.Message, "The last pass failed") || !strings.Contains(c.Message, "the API server went away") {
+		t.Errorf("Ready message %q", c.Message)
+	}
+}
+
 func TestObservedGenerationStamped(t *testing.T) {
 	old := metav1.Condition{Type: condC, Status: "True", Reason: "Old", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}
 	primary := newGlance(old)

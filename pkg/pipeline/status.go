@@ -16,7 +16,10 @@ import (
 
 // finishStatus recomputes the aggregate condition and stamps obj's
 // generation on the status and on every condition.
-func (p *Pipeline[T, S]) finishStatus(obj T) {
+//
+// A pass that failed left some conditions unexamined, though they are
+// stamped with the new generation; the aggregate does not vouch for them.
+func (p *Pipeline[T, S]) finishStatus(obj T, runErr error) {
 	if p.Aggregate != "" {
 		conds := obj.GetConditions()
 		var notTrue []string
@@ -25,7 +28,10 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 				notTrue = append(notTrue, typ)
 			}
 		}
-		if len(notTrue) == 0 {
+		if len(notTrue) == 0 && runErr != nil {
+			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady,
+				"The last pass failed before it could confirm every sub-condition: "+runErr.Error())
+		} else if len(notTrue) == 0 {
 			SetCondition(obj, p.Aggregate, metav1.ConditionTrue, ReasonAllReady,
 				"All sub-conditions are True.")
 		} else {

@@ -177,10 +177,17 @@ func APICommand(g *v1alpha1.Glance) ([]string, error) {
 	// chunked transfer encoding.
 	cmd := []string{"uwsgi", "--http", ":" + strconv.Itoa(v1alpha1.APIPort), "--http-auto-chunked", "--http-chunked-input"}
 	if ptr.Deref(u.HTTPKeepAlive, v1alpha1.DefaultUWSGIHTTPKeepAlive) {
-		cmd = append(cmd, "--http-keepalive")
-		if u.HTTPKeepAliveTimeout != nil {
-			cmd = append(cmd, "--http-keepalive-timeout", strconv.Itoa(int(*u.HTTPKeepAliveTimeout)))
-		}
+		cmd = append(cmd, uwsgiKeepAliveFlag(u.HTTPKeepAliveTimeout),
+			// A chunked request body puts the router's session in raw mode,
+			// and it closes the connection after the response without
+			// saying so: a client's next request on the kept-alive
+			// connection is reset (a POST is not retried). Those responses
+			// announce the close.
+			"--route-if", uwsgiCloseAfterChunkedInput)
+	} else {
+		// Without keep-alive the router closes every connection after the
+		// response, but answers HTTP/1.1 without saying so.
+		cmd = append(cmd, "--add-header", "Connection: close")
 	}
 	cmd = append(cmd,
 		"--wsgi-file", WSGIFile,
@@ -199,6 +206,26 @@ func APICommand(g *v1alpha1.Glance) ([]string, error) {
 		cmd = append(cmd, "--harakiri", strconv.Itoa(int(*u.Harakiri)))
 	}
 	return cmd, nil
+}
+
+// uwsgiCloseAfterChunkedInput is the uWSGI routing rule that adds
+// "Connection: close" to the response of a request with a chunked body.
+// ${…} is uWSGI's request variable syntax; the kubelet expands only $(…).
+// It needs uWSGI's internal routing (--route-if) in the image's build.
+const uwsgiCloseAfterChunkedInput = "equal:${HTTP_TRANSFER_ENCODING};chunked addheader:Connection: close"
+
+// uwsgiKeepAliveFlag turns on the HTTP router's keep-alive. uWSGI 2.0 has no
+// separate keep-alive timeout option (an unknown option stops it from
+// starting): --http-keepalive takes the idle timeout as its optional value,
+// which must be attached with '=' (a separate argv element is read as a
+// config file to load). A value of 1, like the bare flag, means "on, with
+// the router's socket timeout" (--http-timeout, 60s), so the shortest idle
+// timeout uWSGI can express is 2 seconds; 1 is rendered as 2.
+func uwsgiKeepAliveFlag(timeout *int32) string {
+	if timeout == nil {
+		return "--http-keepalive"
+	}
+	return "--http-keepalive=" + strconv.Itoa(int(max(*timeout, 2)))
 }
 
 // apiProbes probe /healthcheck on the api port for startup and readiness.

@@ -563,6 +563,13 @@ func TestServiceUserPasswordKey(t *testing.T) {
 func TestAPICommand(t *testing.T) {
 	eventlet := []string{"glance-api", "--config-dir", "/etc/glance/glance-api.conf.d/", "--config-dir", "/etc/glance/backends.conf.d/"}
 	pyargv := "--config-dir /etc/glance/glance-api.conf.d/ --config-dir /etc/glance/backends.conf.d/"
+	// Conformance (test/conformance, the glance-direct import after a
+	// chunked stage): a chunked request body puts uWSGI's router in raw
+	// mode and it drops the kept-alive connection without saying so; the
+	// client's next POST on it was reset.
+	closeAfterChunked := "equal:${HTTP_TRANSFER_ENCODING};chunked addheader:Connection: close"
+	keepAlive := func(flag string) []string { return []string{flag, "--route-if", closeAfterChunked} }
+	noKeepAlive := []string{"--add-header", "Connection: close"}
 	uwsgi := func(keepalive []string, processes, threads string, tail ...string) []string {
 		cmd := append([]string{"uwsgi", "--http", ":9292", "--http-auto-chunked", "--http-chunked-input"}, keepalive...)
 		cmd = append(cmd, "--wsgi-file", "/var/lib/openstack/bin/glance-wsgi-api", "--master", "--lazy-apps", "--need-app",
@@ -579,14 +586,27 @@ func TestAPICommand(t *testing.T) {
 		{"eventlet", "2025.2", nil, eventlet, ""},
 		{"eventlet ignores uwsgi knobs", "2025.1", &v1alpha1.UWSGISpec{Processes: ptr.To[int32](9)}, eventlet, ""},
 		{"unparseable falls back to eventlet", "next", nil, eventlet, ""},
-		{"uwsgi defaults", "2026.1", nil, uwsgi([]string{"--http-keepalive"}, "2", "1"), ""},
+		{"uwsgi defaults", "2026.1", nil, uwsgi(keepAlive("--http-keepalive"), "2", "1"), ""},
 		{"uwsgi every knob", "2026.2", &v1alpha1.UWSGISpec{
 			Processes: ptr.To[int32](4), Threads: ptr.To[int32](8), HTTPKeepAlive: ptr.To(true),
 			HTTPKeepAliveTimeout: ptr.To[int32](15), Harakiri: ptr.To[int32](20),
-		}, uwsgi([]string{"--http-keepalive", "--http-keepalive-timeout", "15"}, "4", "8", "--harakiri", "20"), ""},
-		{"keep-alive off drops its timeout", "2026.1", &v1alpha1.UWSGISpec{
+		}, uwsgi(keepAlive("--http-keepalive=15"), "4", "8", "--harakiri", "20"), ""},
+		// Conformance (test/conformance): uWSGI 2.0 has no
+		// --http-keepalive-timeout and refuses to start with it; the idle
+		// timeout is the value of --http-keepalive, in the same argv
+		// element, and 1 there means the 60s socket timeout.
+		{"keep-alive timeout is the value of --http-keepalive", "2026.1", &v1alpha1.UWSGISpec{
+			HTTPKeepAliveTimeout: ptr.To[int32](30),
+		}, uwsgi(keepAlive("--http-keepalive=30"), "2", "1"), ""},
+		{"keep-alive timeout 1 is rendered as uWSGI's shortest, 2", "2026.1", &v1alpha1.UWSGISpec{
+			HTTPKeepAliveTimeout: ptr.To[int32](1),
+		}, uwsgi(keepAlive("--http-keepalive=2"), "2", "1"), ""},
+		// Conformance: without keep-alive uWSGI's router closes every
+		// connection after the response yet answers HTTP/1.1 without
+		// "Connection: close", so clients reuse the dead connection.
+		{"keep-alive off drops its timeout and announces the close", "2026.1", &v1alpha1.UWSGISpec{
 			HTTPKeepAlive: ptr.To(false), HTTPKeepAliveTimeout: ptr.To[int32](15),
-		}, uwsgi(nil, "2", "1"), ""},
+		}, uwsgi(noKeepAlive, "2", "1"), ""},
 		{"zero processes", "2026.1", &v1alpha1.UWSGISpec{Processes: ptr.To[int32](0)}, nil, "processes must be at least 1"},
 		{"zero harakiri", "2026.1", &v1alpha1.UWSGISpec{Harakiri: ptr.To[int32](0)}, nil, "harakiri must be at least 1"},
 	} {

@@ -32,24 +32,40 @@ type netNS struct {
 	stop chan struct{}
 	once sync.Once
 
+	// logf records what the harness's network side could not do.
+	logf func(format string, args ...any)
+
 	mu        sync.Mutex
 	listeners []net.Listener
 	servers   []*http.Server
 }
 
 func newNetNS() (*netNS, error) {
-	ns := &netNS{work: make(chan func()), stop: make(chan struct{})}
+	ns := &netNS{work: make(chan func()), stop: make(chan struct{}), logf: func(string, ...any) {}}
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// From here on the thread is never unlocked: when this goroutine
-		// returns, the runtime ends the thread and with it the thread's
-		// reference to the namespace.
+		orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			ready <- err
+			return
+		}
+		defer orig.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
 			ready <- fmt.Errorf("unshare(CLONE_NEWNET): %w (the conformance suite must run as root)", err)
 			return
 		}
+		// Back to the host's namespace when done, so the thread can be
+		// reused. Were it to end instead (a goroutine returning while
+		// locked), every child it had forked would get its parent-death
+		// signal. If the way back fails, it stays locked and ends.
+		defer func() {
+			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		fd, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 		if err != nil {
 			ready <- err
@@ -101,7 +117,6 @@ func (ns *netNS) do(f func()) {
 	case ns.work <- func() { defer close(done); f() }:
 		<-done
 	case <-ns.stop:
-		f = nil
 	}
 }
 
@@ -161,6 +176,7 @@ func (ns *netNS) forward(addr string, dial func() (net.Conn, error)) error {
 				defer in.Close()
 				out, err := dial()
 				if err != nil {
+					ns.logf("forwarding %s: %v", addr, err)
 					return
 				}
 				defer out.Close()

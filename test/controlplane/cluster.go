@@ -206,6 +206,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		"--kubeconfig=" + c.Kubeconfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + FakeNodeAnnotation + "=fake",
+		// Without leases the nodes miss their heartbeat and the controller
+		// manager marks them, and every pod on them, NotReady.
+		"--node-lease-duration-seconds=40",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
 		"--config=" + stages,
 	}

@@ -151,8 +151,13 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		if err := p.cluster.Client.Create(ctx, desired); err != nil {
 			return fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
 		}
-		// Hand the created object back, so status checks read what exists.
-		return p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+		// Hand back what the server answered (the cache may not have it
+		// yet), so status checks read what exists.
+		created, err := json.Marshal(desired)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(created, existing)
 	}
 	if err != nil {
 		return fmt.Errorf("get %T %s: %w", desired, desired.GetName(), err)

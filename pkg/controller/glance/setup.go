@@ -4,9 +4,9 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances,verbs=get;list;watch;update;patch
@@ -76,6 +77,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		Owns(&batchv1.CronJob{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		// A purge run is controlled by the CronJob, not the Glance; a run
+		// started by hand never shows in the CronJob's status, so its end
+		// must wake the Glance directly.
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(purgeRunToGlance)).
 		// No generation predicate: a backend's CredentialsReady flip is
 		// exactly what wakes the aggregation.
 		Watches(&v1alpha1.GlanceBackend{}, handler.EnqueueRequestsFromMapFunc(backendToGlance)).
@@ -129,6 +134,16 @@ func metadataOf(group, version, kind string) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
 	return m
+}
+
+// purgeRunToGlance maps a db-purge run (labels of the CronJob's template)
+// to its Glance.
+func purgeRunToGlance(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[render.LabelComponent] != render.ComponentDBPurge || l[render.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
 }
 
 func backendToGlance(_ context.Context, o client.Object) []reconcile.Request {

@@ -1,0 +1,197 @@
+// Package e2e walks the user stories of the glance-operator on a full local
+// cluster (test/stack): kube-apiserver with RBAC, kube-controller-manager
+// (Deployment, ReplicaSet, Job, CronJob controllers and the garbage
+// collector), kube-scheduler and kwok running the pods on fake nodes, with
+// glance-operator and glance-webhook built from this repository and running
+// as processes. The tests assert only on what a user sees: objects,
+// conditions, events, admission warnings and denials, and the manager's
+// /metrics. Nothing plays a Kubernetes controller; the operators the product
+// talks to (mariadb-operator, External Secrets, a Gateway controller) are the
+// stack's stand-ins. Each story runs in its own namespace, all at once.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/test/operatortest"
+	"github.com/c5c3/glance-operator/test/stack"
+)
+
+var (
+	stk *stack.Stack
+	cl  client.Client
+)
+
+// Namespaces whose pods the suite's kwok stages fail on purpose.
+const (
+	expandFailsNamespace = "e2e-expand-fails"
+	dbPurgeNamespace     = "e2e-dbpurge"
+)
+
+// Manual db-purge runs of the DBPurge story; the failing stage spares them.
+var manualPurgeRuns = []string{"purge-now-1", "purge-now-2"}
+
+// failingStages fail, instead of completing, the pods of the expand Job in
+// expandFailsNamespace and of every db-purge run in dbPurgeNamespace but
+// the manual ones. Pods carry their Job's name in batch.kubernetes.io/job-name.
+var failingStages = fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: e2e-fail-expand
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.namespace
+      operator: In
+      values: [%[1]q]
+    - key: '.metadata.labels["batch.kubernetes.io/job-name"]'
+      operator: In
+      values: ["glance-db-expand"]
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: ["Running"]
+  weight: 10000
+  next:
+    statusTemplate: |
+%[3]s
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: e2e-fail-scheduled-db-purge
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: .metadata.namespace
+      operator: In
+      values: [%[2]q]
+    - key: '.metadata.labels["app.kubernetes.io/component"]'
+      operator: In
+      values: ["db-purge"]
+    - key: '.metadata.labels["batch.kubernetes.io/job-name"]'
+      operator: NotIn
+      values: [%[4]q, %[5]q]
+    - key: .metadata.deletionTimestamp
+      operator: DoesNotExist
+    - key: .status.phase
+      operator: In
+      values: ["Running"]
+  weight: 10000
+  next:
+    statusTemplate: |
+%[3]s
+`, expandFailsNamespace, dbPurgeNamespace, failedPodStatus, manualPurgeRuns[0], manualPurgeRuns[1])
+
+// failedPodStatus is a pod whose containers exited 1, indented for the
+// stages' statusTemplate.
+const failedPodStatus = `      {{ $now := Now }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 1
+            reason: Error
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Failed`
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	flag.Parse()
+	// The stories wait on controllers and kwok, not on the CPU: run them all
+	// at once unless -parallel says otherwise.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "32")
+	}
+
+	dir, err := os.MkdirTemp("", "glance-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	stages := filepath.Join(dir, "e2e-stages.yaml")
+	if err := os.WriteFile(stages, []byte(failingStages), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	stk, err = stack.Start(ctx, stack.Options{Dir: dir, KwokStages: []string{stages}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: start the stack: %v\nstate and logs kept in %s\n", err, dir)
+		return 1
+	}
+	fmt.Printf("stack up in %s; logs in %s\n", time.Since(start).Round(time.Second), stk.LogDir)
+
+	code := func() int {
+		if cl, err = operatortest.NewClient(stk.Config); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			return 1
+		}
+		if err := createSecretStore(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	if err := stk.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: the operator died during the suite:", err)
+		code = 1
+	}
+	if err := stk.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: stop the stack:", err)
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "state and logs of the failed run kept in %s\n", dir)
+		return code
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "remove", dir, err)
+	}
+	return code
+}
+
+// createSecretStore creates the ClusterSecretStore every Glance selects by
+// default; the stack's External Secrets stand-in reports it Ready.
+func createSecretStore(ctx context.Context) error {
+	store := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"provider": map[string]any{"vault": map[string]any{"server": "http://openbao.openbao.svc:8200"}}},
+	}}
+	store.SetAPIVersion("external-secrets.io/v1")
+	store.SetKind("ClusterSecretStore")
+	store.SetName("openbao-cluster-store")
+	if err := cl.Create(ctx, store); err != nil {
+		return fmt.Errorf("create ClusterSecretStore: %w", err)
+	}
+	return nil
+}

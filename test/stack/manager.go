@@ -1,0 +1,62 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/c5c3/glance-operator/test/controlplane"
+)
+
+// startManager runs glance-operator against the cluster and returns once
+// its caches are synced (/readyz).
+func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string, extraArgs []string) error {
+	ports, err := controlplane.FreePorts(2)
+	if err != nil {
+		return err
+	}
+	metrics, health := ports[0], ports[1]
+	s.ManagerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	args := append([]string{
+		"--kubeconfig=" + s.Kubeconfig,
+		"--leader-elect=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		"--operator-namespace=" + OperatorNamespace,
+		// The manager runs outside the cluster network and kwok's pods
+		// serve nothing, so health probes go to the stand-in.
+		"--dev-healthcheck-address=" + healthcheckAddress,
+	}, extraArgs...)
+	if s.manager, err = controlplane.StartProcess(s.Dir, "glance-operator", bin, args...); err != nil {
+		return err
+	}
+	return s.poll(ctx, "glance-operator /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+	})
+}
+
+// startHealthcheck serves the stand-in of glance-api's /healthcheck on
+// loopback and returns its host:port. DEVELOPMENT ONLY: kwok's pods run no
+// glance-api, so the manager's probes (--dev-healthcheck-address) come here
+// and always pass; real Glance health is proven by the conformance suite.
+func (s *Stack) startHealthcheck() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("OK"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.healthcheck = srv
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Println("healthcheck stand-in:", err)
+		}
+	}()
+	return l.Addr().String(), nil
+}

@@ -1,0 +1,247 @@
+// Package stack runs the whole product on a full local cluster: the cluster
+// of test/controlplane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, kwok), glance-operator and glance-webhook built from this
+// repository and run as processes, the webhook registered with the API
+// server, and small in-process stand-ins for the operators the product talks
+// to (mariadb-operator, External Secrets, a Gateway controller). `make run`
+// (hack/localcluster) and the e2e suite (test/e2e) start it.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
+)
+
+// OperatorNamespace is the namespace the manager is told it runs in
+// (--operator-namespace); the stack creates it.
+const OperatorNamespace = "glance-system"
+
+// Options configure a stack.
+type Options struct {
+	// Dir holds the cluster's state, the webhook certificates, every log
+	// (Dir/logs) and the PID file. Processes a killed stack recorded there
+	// are stopped first; the caller clears stale state. Empty means a new
+	// temporary directory, removed by Stop.
+	Dir string
+	// Nodes is the number of kwok fake nodes; 0 means 2.
+	Nodes int
+	// KwokStages are extra kwok Stage files on top of the default stages.
+	KwokStages []string
+	// ManagerArgs are extra glance-operator flags.
+	ManagerArgs []string
+	// Progress, when set, receives a line per start-up step.
+	Progress io.Writer
+}
+
+// Stack is a running cluster with the operator, the webhook and the
+// stand-ins.
+type Stack struct {
+	// Dir is the state directory; LogDir holds every component's log.
+	Dir, LogDir string
+	// Cluster is the local cluster; Kubeconfig and Config are its
+	// cluster-admin credentials.
+	Cluster    *controlplane.Cluster
+	Kubeconfig string
+	Config     *rest.Config
+	// ManagerMetricsURL is glance-operator's Prometheus endpoint.
+	ManagerMetricsURL string
+	// WebhookMetricsURL is glance-webhook's Prometheus endpoint.
+	WebhookMetricsURL string
+
+	manager, webhook *controlplane.Process
+	standIns         *standIns
+	healthcheck      *http.Server
+	tempDir          bool
+}
+
+// Start builds the binaries, starts the cluster, the stand-ins, the webhook
+// and the manager, and returns once the API server calls the webhook and the
+// manager's caches are synced. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	// Fail before building anything when the control plane is not built.
+	if _, err := controlplane.BinDir(controlplane.ClusterBinaries...); err != nil {
+		return nil, err
+	}
+	s := &Stack{Dir: opts.Dir}
+	if s.Dir == "" {
+		if s.Dir, err = os.MkdirTemp("", "glance-stack-"); err != nil {
+			return nil, err
+		}
+		s.tempDir = true
+	} else {
+		if s.Dir, err = filepath.Abs(s.Dir); err != nil {
+			return nil, err
+		}
+		// A killed run recorded its processes in the same directory.
+		if err := controlplane.StopRecorded(s.Dir); err != nil {
+			return nil, err
+		}
+	}
+	s.LogDir = filepath.Join(s.Dir, "logs")
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Stop())
+		}
+	}()
+	say := func(format string, args ...any) {
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, format+"\n", args...)
+		}
+	}
+
+	// The build and the cluster's start-up overlap: each takes seconds.
+	say("building glance-operator and glance-webhook into bin/ ...")
+	built := make(chan error, 1)
+	var bins binaries
+	go func() {
+		var err error
+		bins, err = build(ctx)
+		built <- err
+	}()
+	say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
+	s.Cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{
+		Dir: s.Dir, Nodes: opts.Nodes, CRDs: controlplane.AllCRDs, KwokStages: opts.KwokStages,
+	})
+	buildErr := <-built
+	if err != nil {
+		return nil, errors.Join(err, buildErr)
+	}
+	if buildErr != nil {
+		return nil, buildErr
+	}
+	s.Kubeconfig, s.Config = s.Cluster.Kubeconfig, s.Cluster.Config
+
+	cl, err := operatortest.NewClient(s.Config)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace}}
+	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create namespace %s: %w", OperatorNamespace, err)
+	}
+
+	say("starting the stand-ins: mariadb-operator, External Secrets, Gateway controller, glance-api /healthcheck ...")
+	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir); err != nil {
+		return nil, err
+	}
+	healthAddress, err := s.startHealthcheck()
+	if err != nil {
+		return nil, err
+	}
+
+	say("starting glance-webhook and registering it with the API server ...")
+	if err := s.startWebhook(ctx, bins.webhook, cl); err != nil {
+		return nil, err
+	}
+	say("starting glance-operator ...")
+	if err := s.startManager(ctx, bins.manager, healthAddress, opts.ManagerArgs); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Check returns an error, with the last lines of its log, when the manager
+// or the webhook has exited: a wait on the operator should fail at once
+// rather than time out.
+func (s *Stack) Check() error {
+	var errs []error
+	for _, p := range []*controlplane.Process{s.manager, s.webhook} {
+		if p != nil {
+			errs = append(errs, p.Exited())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops the manager, the webhook, the stand-ins and the cluster, in
+// that order, and removes a temporary state directory. It is safe to call
+// more than once.
+func (s *Stack) Stop() error {
+	var errs []error
+	for _, p := range []**controlplane.Process{&s.manager, &s.webhook} {
+		if *p == nil {
+			continue
+		}
+		if err := (*p).Stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		*p = nil
+	}
+	if s.standIns != nil {
+		errs = append(errs, s.standIns.stop())
+		s.standIns = nil
+	}
+	if s.healthcheck != nil {
+		errs = append(errs, s.healthcheck.Close())
+		s.healthcheck = nil
+	}
+	if s.Cluster != nil {
+		errs = append(errs, s.Cluster.Stop())
+		s.Cluster = nil
+	}
+	if s.tempDir {
+		errs = append(errs, os.RemoveAll(s.Dir))
+		s.tempDir = false
+	}
+	return errors.Join(errs...)
+}
+
+// StopRecorded stops the processes a stack recorded in dir, newest first
+// (the operator's binaries, then the cluster): the clean-up after a run
+// that was killed without stopping its stack.
+func StopRecorded(dir string) error { return controlplane.StopRecorded(dir) }
+
+// poll waits up to timeout for cond, failing early when the manager or the
+// webhook has died.
+func (s *Stack) poll(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := s.Check(); err != nil {
+			return false, err
+		}
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w; last error: %v", err, last)
+		}
+		return fmt.Errorf("waiting for %s: %w (logs in %s)", what, err, s.LogDir)
+	}
+	return nil
+}
+
+// getOK reports whether url answers 200.
+func getOK(ctx context.Context, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return true, nil
+}

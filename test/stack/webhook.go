@@ -1,0 +1,96 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/admission/webhook"
+	"github.com/c5c3/glance-operator/test/controlplane"
+)
+
+// startWebhook issues a serving certificate for 127.0.0.1, runs
+// glance-webhook serve, registers both webhook configurations with the API
+// server by URL, and returns once the API server calls the webhook.
+func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) error {
+	certDir := filepath.Join(s.Dir, "webhook-certs")
+	caPEM, err := controlplane.WriteServingCertificate(certDir, "glance-webhook", "127.0.0.1", "localhost")
+	if err != nil {
+		return fmt.Errorf("webhook serving certificate: %w", err)
+	}
+	ports, err := controlplane.FreePorts(3)
+	if err != nil {
+		return err
+	}
+	port, health, metrics := ports[0], ports[1], ports[2]
+	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	s.webhook, err = controlplane.StartProcess(s.Dir, "glance-webhook", bin, "serve",
+		"--kubeconfig="+s.Kubeconfig,
+		"--cert-dir="+certDir,
+		"--bind-address=127.0.0.1",
+		"--port="+strconv.Itoa(port),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+	)
+	if err != nil {
+		return err
+	}
+	if err := s.poll(ctx, "glance-webhook /readyz", time.Minute, func(ctx context.Context) (bool, error) {
+		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+	}); err != nil {
+		return err
+	}
+
+	mutating, validating := webhook.Configurations(func(path string) admissionregistrationv1.WebhookClientConfig {
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
+		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
+	})
+	for _, obj := range []client.Object{mutating, validating} {
+		if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("register %T: %w", obj, err)
+		}
+	}
+
+	// The API server picks the configurations up asynchronously: a dry-run
+	// create that comes back with a default only the webhook sets proves
+	// that it calls the webhook.
+	return s.poll(ctx, "the API server to call glance-webhook", time.Minute, func(ctx context.Context) (bool, error) {
+		g := webhookProbe()
+		if err := cl.Create(ctx, g, client.DryRunAll); err != nil {
+			return false, err
+		}
+		if g.Spec.Deployment == nil || len(g.Spec.Deployment.Resources.Requests) == 0 {
+			return false, errors.New("the dry-run Glance came back without the webhook's default resources")
+		}
+		return true, nil
+	})
+}
+
+// webhookProbe is a valid Glance without spec.deployment: the webhook, not
+// the CRD schema, defaults spec.deployment.resources.
+func webhookProbe() *v1alpha1.Glance {
+	return &v1alpha1.Glance{
+		ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Namespace: OperatorNamespace},
+		Spec: v1alpha1.GlanceSpec{
+			OpenStackRelease: "2025.2",
+			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: "2025.2"},
+			Database: v1alpha1.DatabaseSpec{
+				Host:      "db.example.com",
+				Database:  "glance",
+				SecretRef: v1alpha1.SecretKeySelector{Name: "glance-db"},
+			},
+			Cache:            &v1alpha1.CacheSpec{Servers: []string{"memcached:11211"}},
+			KeystoneEndpoint: "http://keystone:5000/v3",
+			ServiceUser:      v1alpha1.ServiceUserSpec{SecretRef: v1alpha1.SecretKeySelector{Name: "glance-service-user"}},
+		},
+	}
+}
