@@ -22,44 +22,7 @@ import (
 
 // failNamespaceStage fails the pods of one namespace, the way the e2e suite
 // fails a Job on purpose.
-const failNamespaceStage = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: fail-namespace
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: .metadata.namespace
-      operator: In
-      values: ["doomed"]
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .status.phase
-      operator: In
-      values: ["Running"]
-  weight: 10000
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: 1
-            reason: Error
-            startedAt: {{ $now | Quote }}
-            finishedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Failed
-`
+var failNamespaceStage = FailingPodStage("fail-namespace", `{key: .metadata.namespace, operator: In, values: ["doomed"]}`)
 
 // TestTwoClustersSideBySide starts two full local clusters at once and runs
 // pod lifecycles through kwok on each: Deployments reach Running, Jobs

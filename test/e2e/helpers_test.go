@@ -26,6 +26,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
 // waitTimeout bounds every wait of a story step. The slowest step is a Job
@@ -40,19 +41,7 @@ const (
 	uwsgiPrefix     = "uwsgi --http :9292 --http-auto-chunked --http-chunked-input"
 )
 
-// readyReasons are the nine sub-conditions and the reasons of a plain Ready
-// Glance.
-var readyReasons = map[string]string{
-	v1alpha1.ConditionSecretsReady:       v1alpha1.ReasonSecretsAvailable,
-	v1alpha1.ConditionBackendsReady:      v1alpha1.ReasonAllBackendsProjected,
-	v1alpha1.ConditionDatabaseReady:      v1alpha1.ReasonDatabaseSynced,
-	v1alpha1.ConditionDeploymentReady:    v1alpha1.ReasonDeploymentReady,
-	v1alpha1.ConditionHTTPRouteReady:     v1alpha1.ReasonHTTPRouteNotRequired,
-	v1alpha1.ConditionGlanceAPIReady:     v1alpha1.ReasonAPIHealthy,
-	v1alpha1.ConditionHPAReady:           v1alpha1.ReasonHPANotRequired,
-	v1alpha1.ConditionNetworkPolicyReady: v1alpha1.ReasonNetworkPolicyNotRequired,
-	v1alpha1.ConditionDBPurgeReady:       v1alpha1.ReasonDBPurgeScheduled,
-}
+var readyReasons = fixtures.ReadyReasons
 
 // scene is one story: its namespace and the Glance "glance" in it.
 type scene struct {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/stack"
 )
@@ -43,80 +44,14 @@ var manualPurgeRuns = []string{"purge-now-1", "purge-now-2"}
 // failingStages fail, instead of completing, the pods of the expand Job in
 // expandFailsNamespace and of every db-purge run in dbPurgeNamespace but
 // the manual ones. Pods carry their Job's name in batch.kubernetes.io/job-name.
-var failingStages = fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: e2e-fail-expand
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: .metadata.namespace
-      operator: In
-      values: [%[1]q]
-    - key: '.metadata.labels["batch.kubernetes.io/job-name"]'
-      operator: In
-      values: ["glance-db-expand"]
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .status.phase
-      operator: In
-      values: ["Running"]
-  weight: 10000
-  next:
-    statusTemplate: |
-%[3]s
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: e2e-fail-scheduled-db-purge
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: .metadata.namespace
-      operator: In
-      values: [%[2]q]
-    - key: '.metadata.labels["app.kubernetes.io/component"]'
-      operator: In
-      values: ["db-purge"]
-    - key: '.metadata.labels["batch.kubernetes.io/job-name"]'
-      operator: NotIn
-      values: [%[4]q, %[5]q]
-    - key: .metadata.deletionTimestamp
-      operator: DoesNotExist
-    - key: .status.phase
-      operator: In
-      values: ["Running"]
-  weight: 10000
-  next:
-    statusTemplate: |
-%[3]s
-`, expandFailsNamespace, dbPurgeNamespace, failedPodStatus, manualPurgeRuns[0], manualPurgeRuns[1])
-
-// failedPodStatus is a pod whose containers exited 1, indented for the
-// stages' statusTemplate.
-const failedPodStatus = `      {{ $now := Now }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: 1
-            reason: Error
-            startedAt: {{ $now | Quote }}
-            finishedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Failed`
+var failingStages = controlplane.FailingPodStage("e2e-fail-expand",
+	fmt.Sprintf(`{key: .metadata.namespace, operator: In, values: [%q]}`, expandFailsNamespace),
+	`{key: '.metadata.labels["batch.kubernetes.io/job-name"]', operator: In, values: ["glance-db-expand"]}`,
+) + "---\n" + controlplane.FailingPodStage("e2e-fail-scheduled-db-purge",
+	fmt.Sprintf(`{key: .metadata.namespace, operator: In, values: [%q]}`, dbPurgeNamespace),
+	`{key: '.metadata.labels["app.kubernetes.io/component"]', operator: In, values: ["db-purge"]}`,
+	fmt.Sprintf(`{key: '.metadata.labels["batch.kubernetes.io/job-name"]', operator: NotIn, values: [%q, %q]}`, manualPurgeRuns[0], manualPurgeRuns[1]),
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))

@@ -18,21 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
-// allConditions are the nine sub-conditions and the reasons a plain Ready
-// Glance reports.
-var allConditions = map[string]string{
-	v1alpha1.ConditionSecretsReady:       v1alpha1.ReasonSecretsAvailable,
-	v1alpha1.ConditionBackendsReady:      v1alpha1.ReasonAllBackendsProjected,
-	v1alpha1.ConditionDatabaseReady:      v1alpha1.ReasonDatabaseSynced,
-	v1alpha1.ConditionDeploymentReady:    v1alpha1.ReasonDeploymentReady,
-	v1alpha1.ConditionHTTPRouteReady:     v1alpha1.ReasonHTTPRouteNotRequired,
-	v1alpha1.ConditionGlanceAPIReady:     v1alpha1.ReasonAPIHealthy,
-	v1alpha1.ConditionHPAReady:           v1alpha1.ReasonHPANotRequired,
-	v1alpha1.ConditionNetworkPolicyReady: v1alpha1.ReasonNetworkPolicyNotRequired,
-	v1alpha1.ConditionDBPurgeReady:       v1alpha1.ReasonDBPurgeScheduled,
-}
+var allConditions = fixtures.ReadyReasons
 
 func TestReadyGlanceAndNoOpReconcile(t *testing.T) {
 	t.Parallel()
