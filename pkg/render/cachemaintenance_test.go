@@ -194,7 +194,7 @@ func (r *scriptRun) running() bool {
 // ends promptly on SIGTERM.
 func TestCacheMaintenanceScript(t *testing.T) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
-		t.Skip("no /bin/sh")
+		t.Fatal("/bin/sh is missing: the cache-maintenance script runs under it in the image and here")
 	}
 	const configArgs = "--config-dir /etc/glance/glance-api.conf.d/ --config-dir /etc/glance/backends.conf.d/"
 
