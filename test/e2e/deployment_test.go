@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -298,47 +301,11 @@ func TestGlanceDeletion(t *testing.T) {
 // metaItems returns the names of a list's items.
 func metaItems(list client.ObjectList) ([]string, error) {
 	var names []string
-	switch l := list.(type) {
-	case *corev1.ConfigMapList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *corev1.SecretList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *corev1.ServiceList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *corev1.PodList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *appsv1.DeploymentList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *appsv1.ReplicaSetList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *policyv1.PodDisruptionBudgetList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *batchv1.JobList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	case *batchv1.CronJobList:
-		for _, i := range l.Items {
-			names = append(names, i.Name)
-		}
-	default:
-		return nil, fmt.Errorf("unsupported list %T", list)
-	}
-	return names, nil
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		names = append(names, o.(client.Object).GetName())
+		return nil
+	})
+	return names, err
 }
 
 // Rotating a credential at its source rolls the pods: the Secret's digest

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -259,15 +261,11 @@ func (e *Env) Names(list client.ObjectList, component string) []string {
 		e.t.Fatal(err)
 	}
 	var out []string
-	switch l := list.(type) {
-	case *corev1.ConfigMapList:
-		for _, i := range l.Items {
-			out = append(out, i.Name)
-		}
-	case *corev1.SecretList:
-		for _, i := range l.Items {
-			out = append(out, i.Name)
-		}
+	if err := meta.EachListItem(list, func(o runtime.Object) error {
+		out = append(out, o.(client.Object).GetName())
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
 	}
 	return out
 }

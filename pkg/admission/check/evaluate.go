@@ -29,7 +29,6 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
-	"github.com/c5c3/glance-operator/pkg/admission"
 	"github.com/c5c3/glance-operator/pkg/admission/schema"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
 )
@@ -88,6 +87,9 @@ const DefaultNamespace = "default"
 // other kinds (PriorityClasses) join the state as they come.
 func (e *Evaluator) Evaluate(ctx context.Context, docs, olds []Document) []Result {
 	st := newState()
+	// The handlers read the state as it grows, like the server's read the
+	// cluster.
+	handlers := webhook.Handlers(e.scheme, st)
 	for _, d := range olds {
 		st.put(d.Object)
 	}
@@ -97,7 +99,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, docs, olds []Document) []Resul
 			st.put(d.Object)
 			continue
 		}
-		r, stored := e.evaluate(ctx, d, st.get(d.Object), st)
+		r, stored := e.evaluate(ctx, d, st.get(d.Object), handlers)
 		if r.Allowed {
 			st.put(stored)
 		}
@@ -114,7 +116,7 @@ func key(u *unstructured.Unstructured) string {
 	return u.GroupVersionKind().GroupKind().String() + "/" + ns + "/" + u.GetName()
 }
 
-func (e *Evaluator) evaluate(ctx context.Context, d Document, oldDoc *unstructured.Unstructured, lookups admission.Lookups) (Result, *unstructured.Unstructured) {
+func (e *Evaluator) evaluate(ctx context.Context, d Document, oldDoc *unstructured.Unstructured, handlers map[string]*crwebhook.Webhook) (Result, *unstructured.Unstructured) {
 	gvk := d.Object.GroupVersionKind()
 	r := Result{Source: d.Source, Kind: gvk.Kind, Namespace: d.Object.GetNamespace(), Name: d.Object.GetName(), Errors: []string{}, Warnings: []string{}}
 	if r.Namespace == "" {
@@ -153,7 +155,6 @@ func (e *Evaluator) evaluate(ctx context.Context, d Document, oldDoc *unstructur
 		}
 		obj.SetResourceVersion(old.GetResourceVersion())
 	}
-	handlers := webhook.Handlers(e.scheme, lookups)
 	mutatePath, validatePath := webhook.MutateGlancePath, webhook.ValidateGlancePath
 	if gvk.Kind == "GlanceBackend" {
 		mutatePath, validatePath = webhook.MutateGlanceBackendPath, webhook.ValidateGlanceBackendPath

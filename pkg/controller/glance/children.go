@@ -6,6 +6,9 @@ import (
 	"maps"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,17 +111,11 @@ func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.
 		return fmt.Errorf("list %s history: %w", component, err)
 	}
 	var items []client.Object
-	switch l := list.(type) {
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			items = append(items, &l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			items = append(items, &l.Items[i])
-		}
-	default:
-		return fmt.Errorf("pruneHistory: unsupported list %T", list)
+	if err := meta.EachListItem(list, func(o runtime.Object) error {
+		items = append(items, o.(client.Object))
+		return nil
+	}); err != nil {
+		return err
 	}
 	sort.Slice(items, func(i, j int) bool {
 		ti, tj := items[i].GetCreationTimestamp(), items[j].GetCreationTimestamp()
