@@ -34,9 +34,22 @@ test: control-plane conformance-root verify-generated vet ## Run every suite: re
 generate: ## Generate the deepcopy functions.
 	$(GO) tool controller-gen object:headerFile="" paths=./api/...
 
+CHART_FILES := charts/glance-operator/files
+MONITORING_API := github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1
+
 .PHONY: manifests
-manifests: ## Generate the CRDs into charts/glance-operator/crds.
-	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=charts/glance-operator/crds
+manifests: ## Generate the chart's CRDs, RBAC roles and webhook configurations, and the test CRDs of prometheus-operator.
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CHART_FILES)/crds
+	$(GO) tool controller-gen rbac:roleName=glance-operator-manager paths="{./pkg/controller/...,./pkg/operator/...}" \
+		output:rbac:artifacts:config=$(CHART_FILES)/rbac/manager
+	$(GO) tool controller-gen rbac:roleName=glance-webhook paths=./pkg/admission/webhook/... \
+		output:rbac:artifacts:config=$(CHART_FILES)/rbac/webhook
+	$(GO) run ./hack/webhook-manifests -out $(CHART_FILES)/webhook-configurations.yaml
+	@# Only ServiceMonitor and PrometheusRule are used; the package holds seven kinds.
+	tmp=$$(mktemp -d) && $(GO) tool controller-gen crd:maxDescLen=0 paths=$(MONITORING_API) output:crd:artifacts:config=$$tmp && \
+		mkdir -p test/crds/prometheus-operator && \
+		cp $$tmp/monitoring.coreos.com_servicemonitors.yaml $$tmp/monitoring.coreos.com_prometheusrules.yaml test/crds/prometheus-operator/ && \
+		rm -rf $$tmp
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
@@ -60,6 +73,10 @@ fuzz: ## Fuzz the INI writer against an oslo.config-like parser for $(FUZZTIME).
 build: ## Build glance-operator and glance-webhook into bin/.
 	$(GO) build -o bin/glance-operator ./cmd/manager
 	$(GO) build -o bin/glance-webhook ./cmd/webhook
+
+.PHONY: images
+images: ## Build the OCI image archives of both binaries into bin/images/ (no Docker needed).
+	$(GO) run ./hack/images -go=$(GO) -out bin/images
 
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).

@@ -74,6 +74,12 @@ type Options struct {
 	SkipNameValidation bool
 }
 
+// Leader election takes a Lease in the operator's namespace and records its
+// transitions as core Events there; the chart puts these rules in a Role of
+// the release namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=glance-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=glance-system
+
 // LeaderElectionID names the leader election lease.
 const LeaderElectionID = "glance-operator.openstack.c5c3.io"
 

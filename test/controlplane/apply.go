@@ -49,6 +49,16 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	objs, err := DecodeObjects(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// DecodeObjects decodes the objects of a multi-document YAML text, skipping
+// empty documents.
+func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []*unstructured.Unstructured
 	for {
@@ -57,11 +67,11 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 			return objs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		obj := &unstructured.Unstructured{}
 		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if len(obj.Object) == 0 {
 			continue

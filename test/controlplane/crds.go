@@ -12,7 +12,7 @@ const (
 
 // CRDs selects the CustomResourceDefinitions to install.
 type CRDs struct {
-	// Glance installs the operator's own CRDs from charts/glance-operator/crds.
+	// Glance installs the operator's own CRDs from charts/glance-operator/files/crds.
 	Glance bool
 	// MariaDB installs the mariadb-operator kinds (checked-in minimal CRDs).
 	MariaDB bool
@@ -24,6 +24,9 @@ type CRDs struct {
 	GatewayAPI bool
 	// CertManager installs cert-manager's CRDs from the cert-manager module.
 	CertManager bool
+	// PrometheusOperator installs ServiceMonitor and PrometheusRule,
+	// generated from the typed prometheus-operator API (`make manifests`).
+	PrometheusOperator bool
 }
 
 // AllCRDs is the operator's CRDs plus every external one it talks to.
@@ -37,7 +40,7 @@ func (c CRDs) Paths() ([]string, error) {
 	}
 	var paths []string
 	if c.Glance {
-		paths = append(paths, filepath.Join(root, "charts", "glance-operator", "crds"))
+		paths = append(paths, filepath.Join(root, "charts", "glance-operator", "files", "crds"))
 	}
 	if c.MariaDB {
 		paths = append(paths, filepath.Join(root, "test", "crds", "mariadb-operator.yaml"))
@@ -60,6 +63,9 @@ func (c CRDs) Paths() ([]string, error) {
 			return nil, err
 		}
 		paths = append(paths, filepath.Join(dir, "deploy", "crds"))
+	}
+	if c.PrometheusOperator {
+		paths = append(paths, filepath.Join(root, "test", "crds", "prometheus-operator"))
 	}
 	return paths, nil
 }

@@ -54,7 +54,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/c5c3/glance-operator/charts/glance-operator/crds"
+	"github.com/c5c3/glance-operator/charts/glance-operator/files/crds"
 )
 
 // Set holds the evaluators of the operator's kinds.

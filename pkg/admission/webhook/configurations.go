@@ -15,10 +15,24 @@ const ConfigurationName = "glance-operator"
 // a Service in a cluster, a URL in a local run or a test.
 type ClientConfigFunc func(path string) admissionregistrationv1.WebhookClientConfig
 
+// MatchConditions keep the webhooks out of writes whose verdict cannot
+// change: an update of an object being deleted (releasing the finalizer must
+// work while the webhook is down), and an update that leaves the spec as it
+// was (finalizers, labels, annotations). The spec is what admission judges.
+func MatchConditions() []admissionregistrationv1.MatchCondition {
+	return []admissionregistrationv1.MatchCondition{
+		{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
+		{Name: "spec-changed", Expression: "request.operation != 'UPDATE' || object.spec != oldObject.spec"},
+	}
+}
+
+// DefaultTimeoutSeconds bounds each admission call.
+const DefaultTimeoutSeconds int32 = 10
+
 // Configurations returns the mutating and validating webhook configurations
-// of the four webhooks: CREATE and UPDATE only, so that a webhook outage
-// never blocks deletion, and failurePolicy Fail, so that no object skips
-// validation.
+// of the four webhooks: CREATE and UPDATE only, and only for writes that can
+// change a verdict (MatchConditions), so that a webhook outage never blocks
+// deletion; failurePolicy Fail, so that no object skips validation.
 func Configurations(clientConfig ClientConfigFunc) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	rules := func(resource string) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{
@@ -32,7 +46,7 @@ func Configurations(clientConfig ClientConfigFunc) (*admissionregistrationv1.Mut
 		}}
 	}
 	common := func(path string) (admissionregistrationv1.WebhookClientConfig, *admissionregistrationv1.FailurePolicyType, *admissionregistrationv1.SideEffectClass, *int32) {
-		return clientConfig(path), ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.SideEffectClassNone), ptr.To[int32](10)
+		return clientConfig(path), ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.SideEffectClassNone), ptr.To(DefaultTimeoutSeconds)
 	}
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
@@ -49,6 +63,7 @@ func Configurations(clientConfig ClientConfigFunc) (*admissionregistrationv1.Mut
 			SideEffects:             none,
 			TimeoutSeconds:          timeout,
 			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         MatchConditions(),
 			ReinvocationPolicy:      ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 		})
 		cc, fail, none, timeout = common(w.validatePath)
@@ -60,6 +75,7 @@ func Configurations(clientConfig ClientConfigFunc) (*admissionregistrationv1.Mut
 			SideEffects:             none,
 			TimeoutSeconds:          timeout,
 			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         MatchConditions(),
 		})
 	}
 	return mutating, validating

@@ -10,6 +10,11 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
+// The lookups are the webhook's only API calls, uncached: a List of
+// GlanceBackends and a Get of a PriorityClass.
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=list
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
+
 // APILookups answers the admission lookups from the API server. Give it an
 // uncached reader: a webhook judging against a stale cache lets two default
 // backends in.

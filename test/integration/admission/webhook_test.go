@@ -20,6 +20,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
+	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
 )
@@ -190,12 +191,17 @@ func TestPriorityClassLookup(t *testing.T) {
 }
 
 // TestWebhookDownBlocksWritesNotDeletes points the webhooks at a closed port:
-// writes fail closed, deletion goes through.
+// spec writes fail closed, while the writes that cannot change a verdict go
+// through: metadata-only updates (the operator adding its finalizer or an
+// annotation), and deleting a Glance the operator finalized, which ends in
+// the update that removes the finalizer.
 func TestWebhookDownBlocksWritesNotDeletes(t *testing.T) {
 	cl, _ := newClient(t)
 	ns := namespace(t, cl, "outage")
 	ctx := context.Background()
-	if err := cl.Create(ctx, newGlance(ns, "glance", "2025.2")); err != nil {
+	finalized := newGlance(ns, "glance", "2025.2")
+	finalized.Finalizers = []string{glance.Finalizer}
+	if err := cl.Create(ctx, finalized); err != nil {
 		t.Fatal(err)
 	}
 	port, err := freePort()
@@ -217,8 +223,34 @@ func TestWebhookDownBlocksWritesNotDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a create with the webhook down did not fail closed: %v", err)
 	}
-	if err := cl.Delete(ctx, newGlance(ns, "glance", "2025.2")); err != nil {
+
+	key := client.ObjectKeyFromObject(finalized)
+	var g v1alpha1.Glance
+	if err := cl.Get(ctx, key, &g); err != nil {
+		t.Fatal(err)
+	}
+	specEdit := g.DeepCopy()
+	specEdit.Spec.Region = "elsewhere"
+	if err := cl.Update(ctx, specEdit); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Fatalf("a spec update with the webhook down: %v, want it refused", err)
+	}
+	g.Annotations = map[string]string{"example.com/touched": "true"}
+	if err := cl.Update(ctx, &g); err != nil {
+		t.Fatalf("a metadata-only update with the webhook down: %v", err)
+	}
+
+	if err := cl.Delete(ctx, &g); err != nil {
 		t.Fatalf("delete with the webhook down: %v", err)
+	}
+	if err := cl.Get(ctx, key, &g); err != nil || g.DeletionTimestamp == nil {
+		t.Fatalf("the finalized Glance is not Terminating: %v", err)
+	}
+	g.Finalizers = nil
+	if err := cl.Update(ctx, &g); err != nil {
+		t.Fatalf("removing the finalizer with the webhook down: %v", err)
+	}
+	if err := cl.Get(ctx, key, &g); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Glance is still there after its finalizer went: %v", err)
 	}
 }
 

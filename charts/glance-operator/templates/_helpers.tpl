@@ -1,0 +1,213 @@
+{{/* The chart's name, and the full name every object name starts with. */}}
+{{- define "glance-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "glance-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Names of the two workloads; each names its Deployment, ServiceAccount and Services. */}}
+{{- define "glance-operator.manager.name" -}}
+{{- include "glance-operator.fullname" . | trunc 55 | trimSuffix "-" }}-manager
+{{- end }}
+
+{{- define "glance-operator.webhook.name" -}}
+{{- include "glance-operator.fullname" . | trunc 55 | trimSuffix "-" }}-webhook
+{{- end }}
+
+{{/* The Secret holding the webhook's serving certificate. */}}
+{{- define "glance-operator.webhook.secretName" -}}
+{{- if .Values.webhook.certManager.enabled }}
+{{- include "glance-operator.webhook.name" . }}-serving-cert
+{{- else }}
+{{- required "webhook.tls.secretName is required when webhook.certManager.enabled is false" .Values.webhook.tls.secretName }}
+{{- end }}
+{{- end }}
+
+{{- define "glance-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "glance-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: glance-operator
+{{- end }}
+
+{{/* Selector labels of a component: include with (list $ "manager"). */}}
+{{- define "glance-operator.selectorLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ include "glance-operator.name" $ }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "glance-operator.componentLabels" -}}
+{{ include "glance-operator.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* An image reference from {repository, tag, digest}: include with (list $ .Values.manager.image). */}}
+{{- define "glance-operator.image" -}}
+{{- $ := index . 0 -}}
+{{- $image := index . 1 }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default $.Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The watched namespaces as a list; empty means all. */}}
+{{- define "glance-operator.watchNamespaces" -}}
+{{- $namespaces := list }}
+{{- range splitList "," .Values.watchNamespace }}
+{{- if trim . }}{{ $namespaces = append $namespaces (trim .) }}{{ end }}
+{{- end }}
+{{- toJson $namespaces }}
+{{- end }}
+
+{{/*
+Kinds of the generated rules that are cluster-scoped. A namespaced install
+grants them through a ClusterRole, since a Role cannot; a chart test checks
+this list against the API server's discovery.
+*/}}
+{{- define "glance-operator.clusterScopedResources" -}}
+{{- toJson (list "clustersecretstores" "priorityclasses") }}
+{{- end }}
+
+{{/*
+The rules of a generated ClusterRole (files/rbac/<name>/role.yaml) whose
+resources are cluster-scoped (scope "cluster") or namespaced (scope
+"namespaced"): include with (dict "root" $ "file" "manager" "scope" "cluster").
+*/}}
+{{- define "glance-operator.generatedRules" -}}
+{{- $clusterScoped := include "glance-operator.clusterScopedResources" .root | fromJsonArray }}
+{{- $rules := list }}
+{{- range splitList "\n---\n" (.root.Files.Get (printf "files/rbac/%s/role.yaml" .file)) }}
+{{- $doc := fromYaml . }}
+{{- if eq (get $doc "kind") "ClusterRole" }}
+{{- range $doc.rules }}
+{{- $resources := list }}
+{{- range .resources }}
+{{- if eq (has (first (splitList "/" .)) $clusterScoped) (eq $.scope "cluster") }}{{ $resources = append $resources . }}{{ end }}
+{{- end }}
+{{- if or (eq $.scope "all") (and $resources (ne $.scope "all")) }}
+{{- $rule := deepCopy . }}
+{{- if ne $.scope "all" }}{{ $_ := set $rule "resources" $resources }}{{ end }}
+{{- $rules = append $rules $rule }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
+{{/* The rules of the generated Role (the leader election Lease and its Events). */}}
+{{- define "glance-operator.generatedNamespacedRules" -}}
+{{- $rules := list }}
+{{- range splitList "\n---\n" (.root.Files.Get (printf "files/rbac/%s/role.yaml" .file)) }}
+{{- $doc := fromYaml . }}
+{{- if eq (get $doc "kind") "Role" }}{{ $rules = concat $rules $doc.rules }}{{ end }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
+{{/* Default spread of a component's replicas across nodes. */}}
+{{- define "glance-operator.topologySpread" -}}
+{{- $ := index . 0 -}}
+{{- $values := index . 2 }}
+{{- if $values.topologySpreadConstraints }}
+{{- toYaml $values.topologySpreadConstraints }}
+{{- else }}
+- maxSkew: 1
+  topologyKey: kubernetes.io/hostname
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "glance-operator.selectorLabels" (list $ (index . 1)) | nindent 6 }}
+{{- end }}
+{{- end }}
+
+{{/*
+A component's permissions, generated from its RBAC markers
+(files/rbac/<component>/role.yaml, `make manifests`). Cluster-wide, they are
+one ClusterRole; with watchNamespace, a Role in each watched namespace plus a
+ClusterRole for the cluster-scoped kinds among them. Include with
+(dict "root" $ "component" "manager").
+*/}}
+{{- define "glance-operator.generatedRBAC" -}}
+{{- $root := .root }}
+{{- $component := .component }}
+{{- $name := include (printf "glance-operator.%s.name" $component) $root }}
+{{- $namespaces := include "glance-operator.watchNamespaces" $root | fromJsonArray }}
+{{- $clusterRules := include "glance-operator.generatedRules" (dict "root" $root "file" $component "scope" (ternary "cluster" "all" (gt (len $namespaces) 0))) | fromYamlArray }}
+{{- if $clusterRules }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "glance-operator.componentLabels" (list $root $component) | nindent 4 }}
+rules:
+  {{- toYaml $clusterRules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "glance-operator.componentLabels" (list $root $component) | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- $namespacedRules := include "glance-operator.generatedRules" (dict "root" $root "file" $component "scope" "namespaced") | fromYamlArray }}
+{{- range $namespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ . }}
+  labels:
+    {{- include "glance-operator.componentLabels" (list $root $component) | nindent 4 }}
+rules:
+  {{- toYaml $namespacedRules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ . }}
+  labels:
+    {{- include "glance-operator.componentLabels" (list $root $component) | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* The cert-manager Certificate of the webhook's serving certificate. */}}
+{{- define "glance-operator.webhook.certificateName" -}}
+{{- include "glance-operator.webhook.name" . }}-serving-cert
+{{- end }}

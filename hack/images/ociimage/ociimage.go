@@ -1,0 +1,206 @@
+// Package ociimage builds the container images of glance-operator and
+// glance-webhook without a container runtime: a static Go binary, a CA bundle
+// and a passwd/group naming the nonroot user go into one layer on an empty
+// base, and the image is written as an OCI image layout in a tar archive.
+//
+// Every byte is derived from the commit (tar headers, JSON, the created
+// time), so building the same commit with the same Go toolchain and the same
+// ca-certificates package gives the same digest.
+//
+// The config, manifest and index are go-containerregistry's pkg/v1 types,
+// marshalled here rather than through its mutate and layout packages, so every
+// byte that enters a digest is in this package.
+package ociimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// The names the images are published under. charts/glance-operator/values.yaml
+// refers to the same repositories.
+const (
+	OperatorRepository = "ghcr.io/c5c3/glance-operator"
+	WebhookRepository  = "ghcr.io/c5c3/glance-webhook"
+
+	// SourceURL is the org.opencontainers.image.source label.
+	SourceURL = "https://github.com/c5c3/glance-operator"
+
+	// ChartFile holds the appVersion that tags the images, relative to the
+	// module root.
+	ChartFile = "charts/glance-operator/Chart.yaml"
+
+	// CABundle is where Debian's ca-certificates package puts the bundle, and
+	// where the image has it: Go's crypto/x509 reads this path on Linux.
+	CABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+	// NonrootID is the uid and gid the containers run as, as in distroless.
+	NonrootID = 65532
+)
+
+// The OCI annotation keys set as image labels, manifest annotations and in
+// the layout's index.
+const (
+	AnnotationSource   = "org.opencontainers.image.source"
+	AnnotationVersion  = "org.opencontainers.image.version"
+	AnnotationRevision = "org.opencontainers.image.revision"
+	AnnotationRefName  = "org.opencontainers.image.ref.name"
+	// annotationContainerdName names the image on `ctr images import` and
+	// `docker load`, which do not take a full reference from ref.name alone.
+	annotationContainerdName = "io.containerd.image.name"
+)
+
+// Image is one binary of the repository and the image it ships in.
+type Image struct {
+	// Name is the binary's name, its path in the image (/Name) and the
+	// archive's name (Name.oci.tar).
+	Name       string
+	Repository string
+	// Package is the Go package of the binary, relative to the module root.
+	Package string
+}
+
+// Images are the images `make images` builds.
+var Images = []Image{
+	{Name: "glance-operator", Repository: OperatorRepository, Package: "./cmd/manager"},
+	{Name: "glance-webhook", Repository: WebhookRepository, Package: "./cmd/webhook"},
+}
+
+// Options configures Build.
+type Options struct {
+	// OutDir receives NAME.oci.tar for each image; it is created if missing.
+	OutDir string
+	// ModuleRoot is the glance-operator checkout; empty finds it with
+	// `go env GOMOD` from the working directory.
+	ModuleRoot string
+	// Go is the go command; empty means "go".
+	Go string
+	// Arch is the GOARCH of the binaries and the image; empty means the
+	// architecture this program runs on.
+	Arch string
+	// SourceDateEpoch, when not empty, is the created time in Unix seconds
+	// (the SOURCE_DATE_EPOCH convention); empty takes the commit time.
+	SourceDateEpoch string
+	// CABundle overrides the host path of the CA bundle; empty means CABundle.
+	CABundle string
+	// Warnings receives non-fatal notes, such as a dirty working tree; nil
+	// discards them.
+	Warnings io.Writer
+}
+
+// Result describes one written archive.
+type Result struct {
+	// Reference is REPOSITORY:TAG.
+	Reference string
+	// Digest is the image manifest's digest, the one a registry reports
+	// after a push.
+	Digest v1.Hash
+	// Path is the archive, OutDir joined with NAME.oci.tar.
+	Path string
+}
+
+// String is the line `make images` prints.
+func (r Result) String() string {
+	return fmt.Sprintf("%s %s  %s", r.Reference, r.Digest, r.Path)
+}
+
+// Build builds every image of Images and writes its archive to o.OutDir.
+func Build(ctx context.Context, o Options) ([]Result, error) {
+	if o.OutDir == "" {
+		return nil, errors.New("no output directory")
+	}
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
+	}
+	if o.CABundle == "" {
+		o.CABundle = CABundle
+	}
+	if o.Warnings == nil {
+		o.Warnings = io.Discard
+	}
+	if o.ModuleRoot == "" {
+		root, err := moduleRoot(ctx, o.Go)
+		if err != nil {
+			return nil, err
+		}
+		o.ModuleRoot = root
+	}
+
+	src, err := readSource(ctx, o.ModuleRoot, o.SourceDateEpoch)
+	if err != nil {
+		return nil, err
+	}
+	if src.Dirty {
+		fmt.Fprintf(o.Warnings, "warning: the working tree has uncommitted changes; the images are labelled %s but are not reproducible from it\n", src.Revision)
+	}
+	// Read the CA bundle before the slow builds, so a missing package fails fast.
+	ca, err := readCABundle(o.CABundle)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the output directory: %w", err)
+	}
+	work, err := os.MkdirTemp("", "glance-images-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+
+	results := make([]Result, 0, len(Images))
+	for _, img := range Images {
+		binary := filepath.Join(work, img.Name)
+		if err := buildBinary(ctx, o.Go, o.ModuleRoot, o.Arch, img.Package, binary); err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		layer, err := newLayer(img.Name, binary, ca, src.Created)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		ref := img.Repository + ":" + src.Tag
+		l, err := newLayout(img, ref, o.Arch, src, layer)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		path := filepath.Join(o.OutDir, img.Name+".oci.tar")
+		if err := l.writeArchive(path, src.Created); err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		results = append(results, Result{Reference: ref, Digest: l.digest, Path: path})
+	}
+	return results, nil
+}
+
+// moduleRoot finds the directory of the main module's go.mod.
+func moduleRoot(ctx context.Context, goCmd string) (string, error) {
+	out, err := exec.CommandContext(ctx, goCmd, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", commandError(err))
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the glance-operator module: run from the repository")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// commandError adds a failed command's stderr to its error.
+func commandError(err error) error {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(exit.Stderr)))
+	}
+	return err
+}

@@ -1,0 +1,171 @@
+// Package chart renders charts/glance-operator with the Helm SDK, as
+// `helm template` does, for the chart tests and for the suites that run the
+// binaries under the chart's own objects (its RBAC, its ServiceAccounts).
+package chart
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/c5c3/glance-operator/test/controlplane"
+)
+
+// Defaults of a render.
+const (
+	ReleaseName = "glance-operator"
+	Namespace   = "glance-system"
+)
+
+// Install is one install of the values matrix.
+type Install struct {
+	Name   string
+	Values map[string]any
+}
+
+// Matrix is the values every chart suite renders: the defaults, and the
+// installs a platform team picks most.
+var Matrix = []Install{
+	{"defaults", nil},
+	{"cert-manager-off", map[string]any{"webhook": map[string]any{
+		"certManager": map[string]any{"enabled": false},
+		"tls":         map[string]any{"secretName": "glance-webhook-tls", "caBundle": "Q0EgYnVuZGxl"},
+	}}},
+	{"namespaced", map[string]any{"watchNamespace": "openstack,tenant-b"}},
+	{"monitoring", map[string]any{"monitoring": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+		"prometheusRule": map[string]any{"enabled": true},
+		"dashboard":      map[string]any{"enabled": true},
+	}}},
+	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
+}
+
+// MatrixValues returns the values of the matrix install name.
+func MatrixValues(name string) (map[string]any, bool) {
+	for _, i := range Matrix {
+		if i.Name == name {
+			return i.Values, true
+		}
+	}
+	return nil, false
+}
+
+// Dir returns the chart's directory.
+func Dir() (string, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "charts", "glance-operator"), nil
+}
+
+// Load reads the chart from the repository.
+func Load() (*helmchart.Chart, error) {
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	return loader.Load(dir)
+}
+
+// Options of a render; zero values take the defaults above.
+type Options struct {
+	ReleaseName, Namespace string
+	// KubeVersion is the cluster version the render assumes; nil means the
+	// local control plane's.
+	KubeVersion *chartutil.KubeVersion
+}
+
+// Rendered is the output of a render: the manifest text and its objects in
+// order.
+type Rendered struct {
+	Manifest string
+	Notes    string
+	Objects  []*unstructured.Unstructured
+}
+
+// Render renders the chart with values, as `helm template` does: the values
+// are checked against values.schema.json and the chart's kubeVersion against
+// the control plane's version.
+func Render(values map[string]any, opts Options) (*Rendered, error) {
+	c, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	return RenderChart(c, values, opts)
+}
+
+// RenderChart renders an already loaded chart.
+func RenderChart(c *helmchart.Chart, values map[string]any, opts Options) (*Rendered, error) {
+	if opts.ReleaseName == "" {
+		opts.ReleaseName = ReleaseName
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = Namespace
+	}
+	cfg := &action.Configuration{
+		KubeClient:   &kubefake.PrintingKubeClient{Out: io.Discard},
+		Releases:     storage.Init(driver.NewMemory()),
+		Capabilities: chartutil.DefaultCapabilities,
+		Log:          func(string, ...any) {},
+	}
+	install := action.NewInstall(cfg)
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = opts.ReleaseName
+	install.Namespace = opts.Namespace
+	install.KubeVersion = opts.KubeVersion
+	if install.KubeVersion == nil {
+		install.KubeVersion = KubeVersion()
+	}
+	if values == nil {
+		values = map[string]any{}
+	}
+	rel, err := install.Run(c, values)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := controlplane.DecodeObjects([]byte(rel.Manifest))
+	if err != nil {
+		return nil, err
+	}
+	return &Rendered{Manifest: rel.Manifest, Notes: rel.Info.Notes, Objects: objs}, nil
+}
+
+// KubeVersion is the version of the local control plane the suites run.
+func KubeVersion() *chartutil.KubeVersion {
+	v := controlplane.KubernetesVersion
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	return &chartutil.KubeVersion{Version: v, Major: parts[0], Minor: parts[1]}
+}
+
+// Select returns the objects of a kind, in order.
+func (r *Rendered) Select(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.Objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Get returns the object of a kind and name, or nil.
+func (r *Rendered) Get(kind, name string) *unstructured.Unstructured {
+	for _, o := range r.Select(kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+// Package chart applies every render of the chart's values matrix to a real
+// kube-apiserver, with the cert-manager and prometheus-operator CRDs
+// installed: first as a server-side dry run, then for real, with strict
+// field validation, so that a field the API server does not know fails here
+// instead of being dropped at `helm install`.
+package chart
+
+import (
+	"os"
+	"testing"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/test/controlplane"
+)
+
+var (
+	cfg *rest.Config
+	cl  client.Client
+	dyn *dynamic.DynamicClient
+)
+
+func TestMain(m *testing.M) {
+	// The chart brings the Glance CRDs itself; the others are what its
+	// objects and its RBAC rules name.
+	crds := controlplane.CRDs{MariaDB: true, ExternalSecrets: true, GatewayAPI: true, CertManager: true, PrometheusOperator: true}
+	os.Exit(controlplane.RunTests(m, controlplane.APIServerOptions{CRDs: crds}, func(srv *controlplane.APIServer) (func(), error) {
+		cfg = srv.Config
+		var err error
+		if cl, err = client.New(cfg, client.Options{}); err != nil {
+			return nil, err
+		}
+		dyn, err = dynamic.NewForConfig(cfg)
+		return nil, err
+	}))
+}
