@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -55,6 +56,7 @@ type Result struct {
 type Evaluator struct {
 	schemas *schema.Set
 	scheme  *runtime.Scheme
+	match   webhookMatch
 }
 
 // NewEvaluator loads the embedded CRDs.
@@ -70,7 +72,7 @@ func NewEvaluator() (*Evaluator, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	return &Evaluator{schemas: schemas, scheme: scheme}, nil
+	return &Evaluator{schemas: schemas, scheme: scheme, match: newWebhookMatch()}, nil
 }
 
 // DefaultNamespace is the namespace of a document that names none, as kubectl
@@ -160,8 +162,19 @@ func (e *Evaluator) evaluate(ctx context.Context, d Document, oldDoc *unstructur
 		mutatePath, validatePath = webhook.MutateGlanceBackendPath, webhook.ValidateGlanceBackendPath
 	}
 
+	// The webhooks' match conditions: a write that cannot change a verdict
+	// skips both webhooks.
+	calls := func() (bool, error) { return e.match.calls(ctx, gvk, admission.Operation(op), obj, old) }
+
 	// (2) The mutating webhook, then the schema defaults again.
-	resp := handlers[mutatePath].Handle(ctx, request(gvk, op, obj, old))
+	call, err := calls()
+	if err != nil {
+		return deny(err.Error())
+	}
+	resp := crwebhook.Allowed("")
+	if call {
+		resp = handlers[mutatePath].Handle(ctx, request(gvk, op, obj, old))
+	}
 	r.Warnings = append(r.Warnings, resp.Warnings...)
 	if !resp.Allowed {
 		return deny(causes(resp.Result)...)
@@ -189,7 +202,13 @@ func (e *Evaluator) evaluate(ctx context.Context, d Document, oldDoc *unstructur
 	}
 
 	// (4) The validating webhook.
-	resp = handlers[validatePath].Handle(ctx, request(gvk, op, obj, old))
+	if call, err = calls(); err != nil {
+		return deny(err.Error())
+	}
+	resp = crwebhook.Allowed("")
+	if call {
+		resp = handlers[validatePath].Handle(ctx, request(gvk, op, obj, old))
+	}
 	r.Warnings = append(r.Warnings, resp.Warnings...)
 	if !resp.Allowed {
 		return deny(causes(resp.Result)...)
