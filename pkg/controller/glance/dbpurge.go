@@ -56,13 +56,15 @@ func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 			newest = runs[i].job
 		}
 	}
+	// Suspension comes first: a pause is a posture, not a failure, whatever
+	// the last run before it did.
 	switch {
-	case newest != nil && jobCondition(newest, batchv1.JobFailed):
-		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed,
-			fmt.Sprintf("the newest db-purge run, Job %s, failed; see its logs", newest.Name))
 	case cj.Spec.Suspend != nil && *cj.Spec.Suspend:
 		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended,
 			"spec.dbPurge.suspend is set: no purge runs, and soft-deleted rows accumulate")
+	case newest != nil && jobCondition(newest, batchv1.JobFailed):
+		pipeline.SetCondition(g, v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed,
+			fmt.Sprintf("the newest db-purge run, Job %s, failed; see its logs", newest.Name))
 	default:
 		msg := fmt.Sprintf("CronJob %s runs on %q", cj.Name, cj.Spec.Schedule)
 		if newest != nil {

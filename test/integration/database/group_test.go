@@ -223,3 +223,16 @@ func TestDBPurgeRuns(t *testing.T) {
 		t.Errorf("concurrencyPolicy %s", cj.Spec.ConcurrencyPolicy)
 	}
 }
+
+// TestSuspendedPurgeAfterAFailure: a pause is a posture, not a failure, even
+// when the newest run failed before it.
+func TestSuspendedPurgeAfterAFailure(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.purgeJob("glance-db-purge-1", time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), false)
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed)
+
+	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
+}
