@@ -3,11 +3,14 @@
 // (Deployment, ReplicaSet, Job, CronJob controllers and the garbage
 // collector), kube-scheduler and kwok running the pods on fake nodes, with
 // glance-operator and glance-webhook built from this repository and running
-// as processes. The tests assert only on what a user sees: objects,
-// conditions, events, admission warnings and denials, and the manager's
-// /metrics. Nothing plays a Kubernetes controller; the operators the product
-// talks to (mariadb-operator, External Secrets, a Gateway controller) are the
-// stack's stand-ins. Each story runs in its own namespace, all at once.
+// as processes under the Helm chart's ServiceAccounts and generated RBAC. The
+// stories assert only on what a user sees: objects, conditions, events,
+// admission warnings and denials, and the manager's /metrics. Nothing plays
+// a Kubernetes controller; the operators the product talks to
+// (mariadb-operator, External Secrets, a Gateway controller) are the stack's
+// stand-ins. Each story runs in its own namespace, all at once. Least
+// privilege is proven besides: the binaries' identities and what their roles
+// deny (identities_test.go), and no call denied to them during the run.
 package e2e
 
 import (
@@ -16,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,11 +103,19 @@ func runSuite(m *testing.M) int {
 		return m.Run()
 	}()
 	if err := stk.Check(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: the operator died during the suite:", err)
+		fmt.Fprintln(os.Stderr, "FAIL: the operator or the webhook died or was denied a call during the suite:", err)
+		code = 1
+	} else if err := checkManagerNotForbidden(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		code = 1
 	}
 	if err := stk.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: stop the stack:", err)
+		code = 1
+	}
+	// After Stop the binaries' logs are complete.
+	if err := checkNoRBACDenials(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		code = 1
 	}
 	if code != 0 {
@@ -114,6 +126,47 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "remove", dir, err)
 	}
 	return code
+}
+
+// maxDenialsShown bounds the denied calls a failed run prints; the logs hold
+// the rest.
+const maxDenialsShown = 40
+
+// checkNoRBACDenials fails the suite when the API server denied
+// glance-operator or glance-webhook anything during the run: the binaries
+// run under the chart's generated roles, and every call the code makes must
+// be in them.
+func checkNoRBACDenials() error {
+	denials, err := stk.RBACDenials()
+	if err != nil {
+		return fmt.Errorf("scan the binaries' logs for RBAC denials: %w", err)
+	}
+	if len(denials) == 0 {
+		return nil
+	}
+	shown := denials[:min(len(denials), maxDenialsShown)]
+	more := ""
+	if n := len(denials) - len(shown); n > 0 {
+		more = fmt.Sprintf("\n... and %d more lines", n)
+	}
+	return fmt.Errorf("the API server denied glance-operator or glance-webhook (%d log lines in %s); the chart's generated roles lack a rule the code needs:\n%s%s",
+		len(denials), stk.LogDir, strings.Join(shown, "\n"), more)
+}
+
+// checkManagerNotForbidden fails the suite when the API server answered any
+// of glance-operator's requests 403, logged or not.
+func checkManagerNotForbidden() error {
+	// Not the start-up context: the suite may have outlived it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	forbidden, err := stk.ManagerForbiddenRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("read glance-operator's denied requests: %w", err)
+	}
+	if len(forbidden) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the API server answered glance-operator 403 (by method: %v); the chart's generated roles lack a rule the code needs; see %s", forbidden, stk.ManagerLog)
 }
 
 // createSecretStore creates the ClusterSecretStore every Glance selects by

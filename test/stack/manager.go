@@ -11,8 +11,8 @@ import (
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
-// startManager runs glance-operator against the cluster and returns once
-// its caches are synced (/readyz).
+// startManager runs glance-operator against the cluster as its
+// ServiceAccount and returns once its caches are synced (/readyz).
 func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string, extraArgs []string) error {
 	ports, err := controlplane.FreePorts(2)
 	if err != nil {
@@ -21,7 +21,7 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 	metrics, health := ports[0], ports[1]
 	s.ManagerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	args := append([]string{
-		"--kubeconfig=" + s.Kubeconfig,
+		"--kubeconfig=" + s.ManagerKubeconfig,
 		"--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
@@ -30,7 +30,11 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 		// serve nothing, so health probes go to the stand-in.
 		"--dev-healthcheck-address=" + healthcheckAddress,
 	}, extraArgs...)
-	if s.manager, err = controlplane.StartProcess(s.Dir, "glance-operator", bin, args...); err != nil {
+	s.manager, err = controlplane.StartProcess(s.Dir, "glance-operator", bin, args...)
+	if s.manager != nil {
+		s.ManagerLog = s.manager.LogPath()
+	}
+	if err != nil {
 		return err
 	}
 	return s.poll(ctx, "glance-operator /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {

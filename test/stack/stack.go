@@ -3,8 +3,10 @@
 // kube-scheduler, kwok), glance-operator and glance-webhook built from this
 // repository and run as processes, the webhook registered with the API
 // server, and small in-process stand-ins for the operators the product talks
-// to (mariadb-operator, External Secrets, a Gateway controller). `make run`
-// (hack/localcluster) and the e2e suite (test/e2e) start it.
+// to (mariadb-operator, External Secrets, a Gateway controller). The two
+// binaries run under the ServiceAccounts and RBAC of the Helm chart, not as
+// cluster-admin; the stand-ins and the callers' clients are cluster-admin.
+// `make run` (hack/localcluster) and the e2e suite (test/e2e) start it.
 package stack
 
 import (
@@ -15,11 +17,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
@@ -54,10 +58,20 @@ type Stack struct {
 	// Dir is the state directory; LogDir holds every component's log.
 	Dir, LogDir string
 	// Cluster is the local cluster; Kubeconfig and Config are its
-	// cluster-admin credentials.
+	// cluster-admin credentials, which the stand-ins and the suites' clients
+	// use.
 	Cluster    *controlplane.Cluster
 	Kubeconfig string
 	Config     *rest.Config
+	// ManagerServiceAccount and WebhookServiceAccount are the identities
+	// glance-operator and glance-webhook run as: the ServiceAccounts of the
+	// chart's Deployments, with the chart's RBAC applied.
+	ManagerServiceAccount, WebhookServiceAccount types.NamespacedName
+	// ManagerKubeconfig and WebhookKubeconfig are the binaries'
+	// kubeconfigs, authenticating with a token of their ServiceAccount.
+	ManagerKubeconfig, WebhookKubeconfig string
+	// ManagerLog and WebhookLog are the binaries' logs, in LogDir.
+	ManagerLog, WebhookLog string
 	// ManagerMetricsURL is glance-operator's Prometheus endpoint.
 	ManagerMetricsURL string
 	// WebhookMetricsURL is glance-webhook's Prometheus endpoint.
@@ -69,12 +83,19 @@ type Stack struct {
 	tempDir          bool
 }
 
-// Start builds the binaries, starts the cluster, the stand-ins, the webhook
-// and the manager, and returns once the API server calls the webhook and the
-// manager's caches are synced. On error everything started is stopped.
+// Start builds the binaries, starts the cluster, applies the chart's
+// ServiceAccounts and RBAC, starts the stand-ins, the webhook and the
+// manager (each binary as its chart ServiceAccount), and returns once the
+// API server calls the webhook and the manager's caches are synced. On
+// error everything started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
-	// Fail before building anything when the control plane is not built.
+	// Fail before building anything when the control plane is not built
+	// or the chart does not render.
 	if _, err := controlplane.BinDir(controlplane.ClusterBinaries...); err != nil {
+		return nil, err
+	}
+	ids, err := renderChartIdentities()
+	if err != nil {
 		return nil, err
 	}
 	s := &Stack{Dir: opts.Dir}
@@ -134,6 +155,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace %s: %w", OperatorNamespace, err)
 	}
+	say("applying the chart's ServiceAccounts and RBAC, and minting the binaries' tokens ...")
+	if err := s.applyIdentities(ctx, ids, cl); err != nil {
+		return nil, err
+	}
 
 	say("starting the stand-ins: mariadb-operator, External Secrets, Gateway controller, glance-api /healthcheck ...")
 	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir); err != nil {
@@ -144,20 +169,21 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	say("starting glance-webhook and registering it with the API server ...")
+	say("starting glance-webhook as %s and registering it with the API server ...", ServiceAccountUser(s.WebhookServiceAccount))
 	if err := s.startWebhook(ctx, bins.webhook, cl); err != nil {
 		return nil, err
 	}
-	say("starting glance-operator ...")
+	say("starting glance-operator as %s ...", ServiceAccountUser(s.ManagerServiceAccount))
 	if err := s.startManager(ctx, bins.manager, healthAddress, opts.ManagerArgs); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Check returns an error, with the last lines of its log, when the manager
-// or the webhook has exited: a wait on the operator should fail at once
-// rather than time out.
+// Check returns an error when the manager or the webhook has exited, with
+// the last lines of its log, or has logged an RBAC denial, with the denied
+// lines: a wait on the operator should fail at once rather than time out,
+// and a watch the chart's roles deny stalls the manager for good.
 func (s *Stack) Check() error {
 	var errs []error
 	for _, p := range []*controlplane.Process{s.manager, s.webhook} {
@@ -165,8 +191,20 @@ func (s *Stack) Check() error {
 			errs = append(errs, p.Exited())
 		}
 	}
+	denials, err := s.RBACDenials()
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case len(denials) > 0:
+		errs = append(errs, fmt.Errorf("the API server denied glance-operator or glance-webhook a call the chart's roles do not grant:\n%s",
+			strings.Join(denials[:min(len(denials), maxDenialsReported)], "\n")))
+	}
 	return errors.Join(errs...)
 }
+
+// maxDenialsReported bounds the denied lines Check reports; the logs hold
+// the rest.
+const maxDenialsReported = 5
 
 // Stop stops the manager, the webhook, the stand-ins and the cluster, in
 // that order, and removes a temporary state directory. It is safe to call
@@ -207,7 +245,7 @@ func (s *Stack) Stop() error {
 func StopRecorded(dir string) error { return controlplane.StopRecorded(dir) }
 
 // poll waits up to timeout for cond, failing early when the manager or the
-// webhook has died.
+// webhook has died or been denied a call (Check).
 func (s *Stack) poll(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

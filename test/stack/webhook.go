@@ -19,8 +19,9 @@ import (
 )
 
 // startWebhook issues a serving certificate for 127.0.0.1, runs
-// glance-webhook serve, registers both webhook configurations with the API
-// server by URL, and returns once the API server calls the webhook.
+// glance-webhook serve as its ServiceAccount, registers both webhook
+// configurations with the API server by URL (with the admin client cl), and
+// returns once the API server calls the webhook.
 func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) error {
 	certDir := filepath.Join(s.Dir, "webhook-certs")
 	caPEM, err := controlplane.WriteServingCertificate(certDir, "glance-webhook", "127.0.0.1", "localhost")
@@ -34,13 +35,16 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 	port, health, metrics := ports[0], ports[1], ports[2]
 	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	s.webhook, err = controlplane.StartProcess(s.Dir, "glance-webhook", bin, "serve",
-		"--kubeconfig="+s.Kubeconfig,
+		"--kubeconfig="+s.WebhookKubeconfig,
 		"--cert-dir="+certDir,
 		"--bind-address=127.0.0.1",
 		"--port="+strconv.Itoa(port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 	)
+	if s.webhook != nil {
+		s.WebhookLog = s.webhook.LogPath()
+	}
 	if err != nil {
 		return err
 	}
