@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/c5c3/glance-operator/test/testhost"
 )
 
 // netNS is a pod's network namespace: only a loopback interface, so glance
@@ -180,30 +181,11 @@ func (ns *netNS) forward(addr string, dial func() (net.Conn, error)) error {
 					return
 				}
 				defer out.Close()
-				splice(in, out)
+				testhost.Splice(in, out)
 			}()
 		}
 	}()
 	return nil
-}
-
-// splice copies both ways until both directions are done, passing on
-// half-closes.
-func splice(a, b net.Conn) {
-	var wg sync.WaitGroup
-	cp := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	wg.Add(2)
-	go cp(a, b)
-	go cp(b, a)
-	wg.Wait()
 }
 
 // close stops the listeners and the namespace's thread.
