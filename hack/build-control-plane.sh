@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the local control-plane binaries (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok) from the Go module
-# proxy into bin/k8s/<version>/ and writes the kwok stages next to them.
+# kube-controller-manager, kube-scheduler, kubectl, kwok, and cert-manager's
+# controller + cainjector as one binary) from the Go module proxy into
+# bin/k8s/<version>/ and writes the kwok stages next to them.
 #
 # A stamp records what was built from which inputs; a second run with the same
 # inputs does nothing.
 #
-#   hack/build-control-plane.sh            all six binaries (e2e, make run)
-#   hack/build-control-plane.sh envtest    etcd + kube-apiserver + kubectl only
+#   hack/build-control-plane.sh               all seven binaries (e2e, make run)
+#   hack/build-control-plane.sh envtest       etcd + kube-apiserver + kubectl only
+#   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,8 +20,9 @@ set_name=${1:-all}
 
 case "$set_name" in
   envtest) wanted=(etcd kube-apiserver kubectl) ;;
-  all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok) ;;
-  *) echo "usage: $0 [all|envtest]" >&2; exit 2 ;;
+  all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok cert-manager) ;;
+  cert-manager) wanted=(cert-manager) ;;
+  *) echo "usage: $0 [all|envtest|cert-manager]" >&2; exit 2 ;;
 esac
 
 major=${k8s_version#v}; major=${major%%.*}
@@ -33,15 +36,24 @@ done
 # The stamp covers the versions, the link flags and both tools modules:
 # changing any of them rebuilds.
 inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$root"/hack/tools/kubernetes/go.{mod,sum} "$root"/hack/tools/etcd/go.{mod,sum}; } | sha256sum | cut -c1-16)
+# cert-manager has its own tools module (its Kubernetes versions follow
+# cert-manager) and its own stamp, over that module: go.mod, go.sum and the
+# wiring in its *.go files.
+cm_dir="$root/hack/tools/cert-manager"
+cm_ldflags="-s -w"
+cm_digest=$( { echo "cert-manager $cm_ldflags"; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go; } | sha256sum | cut -c1-16)
 
-built() { # name -> 0 when the binary exists and was built from these inputs
-  [ -x "$out/$1" ] && [ "$(cat "$out/.stamp-$1" 2>/dev/null)" = "$inputs_digest" ]
+digest() { # name -> the digest of the inputs it is built from
+  if [ "$1" = cert-manager ]; then echo "$cm_digest"; else echo "$inputs_digest"; fi
 }
-stamp() { echo "$inputs_digest" > "$out/.stamp-$1"; }
+built() { # name -> 0 when the binary exists and was built from these inputs
+  [ -x "$out/$1" ] && [ "$(cat "$out/.stamp-$1" 2>/dev/null)" = "$(digest "$1")" ]
+}
+stamp() { digest "$1" > "$out/.stamp-$1"; }
 
 missing=()
 for b in "${wanted[@]}"; do built "$b" || missing+=("$b"); done
-if [ ${#missing[@]} -eq 0 ] && [ -f "$out/kwok-stages.yaml" -o "$set_name" = envtest ]; then
+if [ ${#missing[@]} -eq 0 ] && [ -f "$out/kwok-stages.yaml" -o "$set_name" != all ]; then
   echo "control plane $k8s_version: up to date in ${out#$root/}"
   exit 0
 fi
@@ -67,6 +79,9 @@ for b in "${missing[@]}"; do
     kwok)
       GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
       stamp kwok ;;
+    cert-manager)
+      (cd "$cm_dir" && go build -trimpath -ldflags "$cm_ldflags" -o "$out/cert-manager" .)
+      stamp cert-manager ;;
   esac
 done
 
@@ -85,5 +100,6 @@ if [ "$set_name" = all ]; then
   mv "$tmp" "$out/kwok-stages.yaml"
 fi
 
-"$out/kube-apiserver" --version
+if [ "$set_name" != cert-manager ]; then "$out/kube-apiserver" --version; fi
+if [[ " ${wanted[*]} " == *" cert-manager "* ]]; then echo "cert-manager $("$out/cert-manager" --version)"; fi
 echo "control plane $k8s_version: ready in ${out#$root/}"

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -35,7 +36,19 @@ type ClusterOptions struct {
 	// KwokStages are extra kwok Stage files, applied after the default
 	// stages (for example one that fails the Jobs of a namespace).
 	KwokStages []string
+	// CertManager runs the real cert-manager controller (issuers,
+	// clusterissuers, certificates, the selfSigned and CA issuers, the
+	// approver) and cainjector as one process (bin/k8s/<version>/cert-manager,
+	// built by `make control-plane`), under its own cluster-admin identity,
+	// once the CRDs are installed; StartCluster returns when its caches
+	// have synced. It implies CRDs.CertManager. ClusterIssuers read their
+	// Secrets from CertManagerClusterResourceNamespace.
+	CertManager bool
 }
+
+// CertManagerClusterResourceNamespace is where the cluster's cert-manager
+// looks for the Secrets of ClusterIssuers.
+const CertManagerClusterResourceNamespace = "kube-system"
 
 // Cluster is a full local cluster on loopback: etcd, kube-apiserver with RBAC,
 // kube-controller-manager with all controllers, kube-scheduler, and kwok
@@ -47,6 +60,9 @@ type Cluster struct {
 	Kubeconfig string
 	// Config is the cluster-admin REST config.
 	Config *rest.Config
+	// CertManagerMetrics is the URL of the cert-manager controller's
+	// Prometheus metrics when ClusterOptions.CertManager started it.
+	CertManagerMetrics string
 
 	procs   []*process
 	tempDir bool
@@ -58,7 +74,11 @@ const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 // StartCluster starts a full local cluster on free loopback ports. Two
 // clusters can run side by side. On error everything started is stopped.
 func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
-	bin, err := BinDir(ClusterBinaries...)
+	binaries := ClusterBinaries
+	if opts.CertManager {
+		binaries = append(slices.Clone(binaries), "cert-manager")
+	}
+	bin, err := BinDir(binaries...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +115,19 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err := pk.serviceAccountKey(); err != nil {
 		return nil, err
 	}
-	identities := []struct {
+	type identity struct {
 		name    string
 		subject pkix.Name
 		hosts   []string
-	}{
+	}
+	identities := []identity{
 		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{"admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, nil},
 		{"kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil},
 		{"kube-scheduler", pkix.Name{CommonName: "system:kube-scheduler"}, nil},
+	}
+	if opts.CertManager {
+		identities = append(identities, identity{"cert-manager", pkix.Name{CommonName: "cert-manager", Organization: []string{"system:masters"}}, nil})
 	}
 	for _, id := range identities {
 		if err := pk.issue(id.name, id.subject, id.hosts...); err != nil {
@@ -234,7 +258,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 
-	paths, err := opts.CRDs.Paths()
+	crds := opts.CRDs
+	if opts.CertManager {
+		crds.CertManager = true
+	}
+	paths, err := crds.Paths()
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +271,36 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 			return nil, fmt.Errorf("install CRDs: %w", err)
 		}
 	}
+	if opts.CertManager {
+		if err := c.startCertManager(ctx, bin); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// startCertManager starts cert-manager (controller and cainjector) and waits
+// until it reports its caches synced.
+func (c *Cluster) startCertManager(ctx context.Context, bin string) error {
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	health, metrics := ports[0], ports[1]
+	if err := c.start(bin, "cert-manager",
+		"--kubeconfig="+filepath.Join(c.Dir, "cert-manager.kubeconfig"),
+		"--cluster-resource-namespace="+CertManagerClusterResourceNamespace,
+		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", health),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		"-v=2",
+	); err != nil {
+		return err
+	}
+	if err := c.waitHTTP(ctx, "cert-manager", fmt.Sprintf("http://127.0.0.1:%d/readyz", health)); err != nil {
+		return err
+	}
+	c.CertManagerMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	return nil
 }
 
 func (c *Cluster) start(bin, name string, args ...string) error {
