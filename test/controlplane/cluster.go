@@ -175,6 +175,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
+		// No kube-proxy routes ClusterIPs here: the API server dials a
+		// webhook Service through its EndpointSlices instead.
+		"--enable-aggregator-routing=true",
 	); err != nil {
 		return nil, err
 	}

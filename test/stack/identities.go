@@ -114,13 +114,16 @@ func ServiceAccountUser(sa types.NamespacedName) string {
 }
 
 // applyIdentities server-side applies the chart's RBAC objects with the
-// admin client (idempotent on a restarted stack), waits until the API
-// server authorizes what they grant, and writes a kubeconfig for each
-// binary that authenticates as its ServiceAccount.
-func (s *Stack) applyIdentities(ctx context.Context, ids *chartIdentities, cl client.Client) error {
-	for _, obj := range ids.rbac {
-		if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(controlplane.FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("apply the chart's %s %s: %w", obj.GetKind(), objectName(obj), err)
+// admin client when apply is set (idempotent on a restarted stack; a Helm
+// install has them already), waits until the API server authorizes what
+// they grant, and writes a kubeconfig for each binary that authenticates as
+// its ServiceAccount.
+func (s *Stack) applyIdentities(ctx context.Context, ids *chartIdentities, cl client.Client, apply bool) error {
+	if apply {
+		for _, obj := range ids.rbac {
+			if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(controlplane.FieldManager), client.ForceOwnership); err != nil {
+				return fmt.Errorf("apply the chart's %s %s: %w", obj.GetKind(), objectName(obj), err)
+			}
 		}
 	}
 	cs, err := kubernetes.NewForConfig(s.Config)

@@ -13,23 +13,25 @@ import (
 
 // startManager runs glance-operator against the cluster as its
 // ServiceAccount and returns once its caches are synced (/readyz).
-func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string, extraArgs []string) error {
+// baseArgs are a chart Deployment's arguments, or nil for the stack's own.
+func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string, baseArgs, extraArgs []string) error {
 	ports, err := controlplane.FreePorts(2)
 	if err != nil {
 		return err
 	}
 	metrics, health := ports[0], ports[1]
 	s.ManagerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	args := append([]string{
-		"--kubeconfig=" + s.ManagerKubeconfig,
-		"--leader-elect=false",
+	if baseArgs == nil {
+		baseArgs = []string{"--leader-elect=false", "--operator-namespace=" + OperatorNamespace}
+	}
+	args := append(withFlags(baseArgs,
+		"--kubeconfig="+s.ManagerKubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		"--operator-namespace=" + OperatorNamespace,
 		// The manager runs outside the cluster network and kwok's pods
 		// serve nothing, so health probes go to the stand-in.
-		"--dev-healthcheck-address=" + healthcheckAddress,
-	}, extraArgs...)
+		"--dev-healthcheck-address="+healthcheckAddress,
+	), extraArgs...)
 	s.manager, err = controlplane.StartProcess(s.Dir, "glance-operator", bin, args...)
 	if s.manager != nil {
 		s.ManagerLog = s.manager.LogPath()

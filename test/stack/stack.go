@@ -29,6 +29,7 @@ import (
 
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/operatortest"
+	"github.com/c5c3/glance-operator/test/testhost"
 )
 
 // OperatorNamespace is the namespace the manager is told it runs in
@@ -50,6 +51,11 @@ type Options struct {
 	ManagerArgs []string
 	// Progress, when set, receives a line per start-up step.
 	Progress io.Writer
+	// HelmInstall installs the chart with the Helm SDK, with the real
+	// cert-manager issuing the webhook's certificate, and runs the binaries
+	// as the chart's Deployments would (see helm.go), instead of applying
+	// only the chart's RBAC and registering the webhook by URL.
+	HelmInstall bool
 }
 
 // Stack is a running cluster with the operator, the webhook and the
@@ -78,6 +84,8 @@ type Stack struct {
 	WebhookMetricsURL string
 
 	manager, webhook *controlplane.Process
+	webhookHost      *testhost.Host
+	stopCertSync     func()
 	standIns         *standIns
 	healthcheck      *http.Server
 	tempDir          bool
@@ -134,9 +142,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		bins, err = build(ctx)
 		built <- err
 	}()
-	say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
+	crds := controlplane.AllCRDs
+	if opts.HelmInstall {
+		say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and cert-manager ...")
+		crds.Glance = false // the chart installs them
+	} else {
+		say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
+	}
 	s.Cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{
-		Dir: s.Dir, Nodes: opts.Nodes, CRDs: controlplane.AllCRDs, KwokStages: opts.KwokStages,
+		Dir: s.Dir, Nodes: opts.Nodes, CRDs: crds, KwokStages: opts.KwokStages, CertManager: opts.HelmInstall,
 	})
 	buildErr := <-built
 	if err != nil {
@@ -155,8 +169,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := cl.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace %s: %w", OperatorNamespace, err)
 	}
-	say("applying the chart's ServiceAccounts and RBAC, and minting the binaries' tokens ...")
-	if err := s.applyIdentities(ctx, ids, cl); err != nil {
+	if opts.HelmInstall {
+		say("installing the chart with the Helm SDK ...")
+		if _, err := s.InstallChart(nil); err != nil {
+			return nil, err
+		}
+		say("minting the binaries' tokens for the chart's ServiceAccounts ...")
+	} else {
+		say("applying the chart's ServiceAccounts and RBAC, and minting the binaries' tokens ...")
+	}
+	if err := s.applyIdentities(ctx, ids, cl, !opts.HelmInstall); err != nil {
 		return nil, err
 	}
 
@@ -169,12 +191,23 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	say("starting glance-webhook as %s and registering it with the API server ...", ServiceAccountUser(s.WebhookServiceAccount))
-	if err := s.startWebhook(ctx, bins.webhook, cl); err != nil {
-		return nil, err
+	var managerArgs []string
+	if opts.HelmInstall {
+		say("starting glance-webhook as %s with its Deployment's arguments, behind the chart's Service ...", ServiceAccountUser(s.WebhookServiceAccount))
+		if err := s.startInstalledWebhook(ctx, bins.webhook, cl); err != nil {
+			return nil, err
+		}
+		if managerArgs, err = s.installedDeploymentArgs(ctx, cl, managerComponent); err != nil {
+			return nil, err
+		}
+	} else {
+		say("starting glance-webhook as %s and registering it with the API server ...", ServiceAccountUser(s.WebhookServiceAccount))
+		if err := s.startWebhook(ctx, bins.webhook, cl); err != nil {
+			return nil, err
+		}
 	}
 	say("starting glance-operator as %s ...", ServiceAccountUser(s.ManagerServiceAccount))
-	if err := s.startManager(ctx, bins.manager, healthAddress, opts.ManagerArgs); err != nil {
+	if err := s.startManager(ctx, bins.manager, healthAddress, managerArgs, opts.ManagerArgs); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -219,6 +252,14 @@ func (s *Stack) Stop() error {
 			errs = append(errs, err)
 		}
 		*p = nil
+	}
+	if s.stopCertSync != nil {
+		s.stopCertSync()
+		s.stopCertSync = nil
+	}
+	if s.webhookHost != nil {
+		errs = append(errs, s.webhookHost.Close())
+		s.webhookHost = nil
 	}
 	if s.standIns != nil {
 		errs = append(errs, s.standIns.stop())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -28,32 +29,10 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 	if err != nil {
 		return fmt.Errorf("webhook serving certificate: %w", err)
 	}
-	ports, err := controlplane.FreePorts(3)
+	port, err := s.runWebhook(ctx, bin, []string{"serve"}, certDir)
 	if err != nil {
 		return err
 	}
-	port, health, metrics := ports[0], ports[1], ports[2]
-	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	s.webhook, err = controlplane.StartProcess(s.Dir, "glance-webhook", bin, "serve",
-		"--kubeconfig="+s.WebhookKubeconfig,
-		"--cert-dir="+certDir,
-		"--bind-address=127.0.0.1",
-		"--port="+strconv.Itoa(port),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-	)
-	if s.webhook != nil {
-		s.WebhookLog = s.webhook.LogPath()
-	}
-	if err != nil {
-		return err
-	}
-	if err := s.poll(ctx, "glance-webhook /readyz", time.Minute, func(ctx context.Context) (bool, error) {
-		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
-	}); err != nil {
-		return err
-	}
-
 	mutating, validating := webhook.Configurations(func(path string) admissionregistrationv1.WebhookClientConfig {
 		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
 		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
@@ -63,10 +42,42 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 			return fmt.Errorf("register %T: %w", obj, err)
 		}
 	}
+	return s.waitWebhookCalled(ctx, cl)
+}
 
-	// The API server picks the configurations up asynchronously: a dry-run
-	// create that comes back with a default only the webhook sets proves
-	// that it calls the webhook.
+// runWebhook runs glance-webhook with args (a chart Deployment's, or just
+// "serve") as its ServiceAccount, serving the certificate in certDir on a
+// free loopback port, and returns that port once /readyz passes.
+func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certDir string) (int, error) {
+	ports, err := controlplane.FreePorts(3)
+	if err != nil {
+		return 0, err
+	}
+	port, health, metrics := ports[0], ports[1], ports[2]
+	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	s.webhook, err = controlplane.StartProcess(s.Dir, "glance-webhook", bin, withFlags(args,
+		"--kubeconfig="+s.WebhookKubeconfig,
+		"--cert-dir="+certDir,
+		"--bind-address=127.0.0.1",
+		"--port="+strconv.Itoa(port),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+	)...)
+	if s.webhook != nil {
+		s.WebhookLog = s.webhook.LogPath()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return port, s.poll(ctx, "glance-webhook /readyz", time.Minute, func(ctx context.Context) (bool, error) {
+		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+	})
+}
+
+// waitWebhookCalled returns once the API server calls the webhook. It picks
+// configurations up asynchronously: a dry-run create that comes back with a
+// default only the webhook sets proves that it calls the webhook.
+func (s *Stack) waitWebhookCalled(ctx context.Context, cl client.Client) error {
 	return s.poll(ctx, "the API server to call glance-webhook", time.Minute, func(ctx context.Context) (bool, error) {
 		g := webhookProbe()
 		if err := cl.Create(ctx, g, client.DryRunAll); err != nil {
@@ -77,6 +88,25 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 		}
 		return true, nil
 	})
+}
+
+// withFlags returns args with each --name=value of set replacing the flag
+// of that name, or appended: a chart Deployment's arguments with the
+// addresses and paths of a process on this machine.
+func withFlags(args []string, set ...string) []string {
+	names := map[string]bool{}
+	for _, f := range set {
+		name, _, _ := strings.Cut(f, "=")
+		names[name] = true
+	}
+	var out []string
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if !names[name] {
+			out = append(out, a)
+		}
+	}
+	return append(out, set...)
 }
 
 // webhookProbe is a valid Glance without spec.deployment: the webhook, not
