@@ -29,9 +29,8 @@ import (
 )
 
 var (
-	issuersGVR      = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
-	certificatesGVR = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
-	requestsGVR     = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificaterequests"}
+	issuersGVR  = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
+	requestsGVR = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificaterequests"}
 )
 
 const certNamespace = "certs"
@@ -108,7 +107,7 @@ func TestCertManager(t *testing.T) {
 	for _, obj := range objs {
 		gvr := issuersGVR
 		if obj.GetKind() == "Certificate" {
-			gvr = certificatesGVR
+			gvr = CertificatesGVR
 		}
 		if _, err := dyn.Resource(gvr).Namespace(certNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
@@ -151,7 +150,7 @@ func TestCertManager(t *testing.T) {
 	for _, o := range []struct {
 		gvr  schema.GroupVersionResource
 		name string
-	}{{issuersGVR, "selfsigned"}, {certificatesGVR, "ca"}, {issuersGVR, "ca"}, {certificatesGVR, "serving"}} {
+	}{{issuersGVR, "selfsigned"}, {CertificatesGVR, "ca"}, {issuersGVR, "ca"}, {CertificatesGVR, "serving"}} {
 		waitReady(ctx, t, dyn, o.gvr, o.name, 1)
 	}
 
@@ -198,7 +197,7 @@ func TestCertManager(t *testing.T) {
 	t.Run("renew", func(t *testing.T) {
 		// Nothing re-issued on its own so far: the new serial below is
 		// the renewal's.
-		crt, err := dyn.Resource(certificatesGVR).Namespace(certNamespace).Get(ctx, "serving", metav1.GetOptions{})
+		crt, err := dyn.Resource(CertificatesGVR).Namespace(certNamespace).Get(ctx, "serving", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +207,9 @@ func TestCertManager(t *testing.T) {
 		if now := parseCert(t, "serving-tls tls.crt", getSecret(ctx, t, cs, "serving-tls").Data[corev1.TLSCertKey]); now.SerialNumber.Cmp(serving.leaf.SerialNumber) != 0 {
 			t.Fatalf("serving-tls changed before the renewal: serial %s, was %s", now.SerialNumber, serving.leaf.SerialNumber)
 		}
-		renew(ctx, t, dyn, "serving")
+		if err := RenewCertificate(ctx, dyn, certNamespace, "serving"); err != nil {
+			t.Fatal(err)
+		}
 		waitFor(ctx, t, "serving-tls holds a new certificate", func() bool {
 			s, err := cs.CoreV1().Secrets(certNamespace).Get(ctx, "serving-tls", metav1.GetOptions{})
 			if err != nil {
@@ -221,7 +222,7 @@ func TestCertManager(t *testing.T) {
 			cert, err := x509.ParseCertificate(blk.Bytes)
 			return err == nil && cert.SerialNumber.Cmp(serving.leaf.SerialNumber) != 0
 		})
-		waitReady(ctx, t, dyn, certificatesGVR, "serving", 2)
+		waitReady(ctx, t, dyn, CertificatesGVR, "serving", 2)
 		renewed := checkServing(t, getSecret(ctx, t, cs, "serving-tls"), caSecret)
 		if bytes.Equal(renewed.key, serving.key) {
 			t.Error("renewal with rotationPolicy Always kept the private key")
@@ -281,7 +282,7 @@ func waitReady(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr sch
 		if err == nil {
 			last = obj
 			rev, _, _ := unstructured.NestedInt64(obj.Object, "status", "revision")
-			if status, _ := condition(obj, "Ready"); status == "True" && (gvr != certificatesGVR || rev >= revision) {
+			if status, _ := condition(obj, "Ready"); status == "True" && (gvr != CertificatesGVR || rev >= revision) {
 				return
 			}
 		}
@@ -309,41 +310,6 @@ func condition(obj *unstructured.Unstructured, typ string) (status, reason strin
 		}
 	}
 	return "", ""
-}
-
-// renew marks a Certificate for re-issuance the way `cmctl renew` does: it
-// sets the Issuing condition to True with reason ManuallyTriggered on the
-// status subresource.
-func renew(ctx context.Context, t *testing.T, dyn dynamic.Interface, name string) {
-	t.Helper()
-	crt, err := dyn.Resource(certificatesGVR).Namespace(certNamespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuing := map[string]any{
-		"type":               "Issuing",
-		"status":             "True",
-		"reason":             "ManuallyTriggered",
-		"message":            "Certificate re-issuance manually triggered",
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		"observedGeneration": crt.GetGeneration(),
-	}
-	conds, _, _ := unstructured.NestedSlice(crt.Object, "status", "conditions")
-	replaced := false
-	for i, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == "Issuing" {
-			conds[i], replaced = issuing, true
-		}
-	}
-	if !replaced {
-		conds = append(conds, issuing)
-	}
-	if err := unstructured.SetNestedSlice(crt.Object, conds, "status", "conditions"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(certificatesGVR).Namespace(certNamespace).UpdateStatus(ctx, crt, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("trigger issuance of %s: %v", name, err)
-	}
 }
 
 func getSecret(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) *corev1.Secret {

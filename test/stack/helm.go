@@ -3,6 +3,7 @@ package stack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/test/chart"
+	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/testhost"
 )
 
@@ -173,6 +176,7 @@ func (s *Stack) startInstalledWebhook(ctx context.Context, bin string, cl client
 	if err := s.webhookHost.Forward(int(containerPort), fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 		return err
 	}
+	s.WebhookEndpoint = netip.AddrPortFrom(s.webhookHost.Address, uint16(containerPort)).String()
 	if err := s.pointServiceAtTestHost(ctx, cl, &svc, servicePort, containerPort); err != nil {
 		return err
 	}
@@ -287,4 +291,96 @@ func (s *Stack) syncServingFiles(ctx context.Context, cl client.Client, name, di
 		case <-ticker.C:
 		}
 	}
+}
+
+// UpgradeChart runs `helm upgrade` of the release with values.
+func (s *Stack) UpgradeChart(values map[string]any) (*release.Release, error) {
+	cfg, err := s.helmConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	c, err := chart.Load()
+	if err != nil {
+		return nil, err
+	}
+	upgrade := action.NewUpgrade(cfg)
+	upgrade.Namespace = OperatorNamespace
+	upgrade.Timeout = 2 * time.Minute
+	if values == nil {
+		values = map[string]any{}
+	}
+	rel, err := upgrade.Run(chart.ReleaseName, c, values)
+	if err != nil {
+		return nil, fmt.Errorf("helm upgrade: %w", err)
+	}
+	return rel, nil
+}
+
+// UninstallChart runs `helm uninstall` of the release. Stop the binaries
+// first (StopBinaries), as deleting their pods would: their identities go
+// with the release.
+func (s *Stack) UninstallChart() (*release.UninstallReleaseResponse, error) {
+	cfg, err := s.helmConfiguration()
+	if err != nil {
+		return nil, err
+	}
+	uninstall := action.NewUninstall(cfg)
+	uninstall.Timeout = 2 * time.Minute
+	resp, err := uninstall.Run(chart.ReleaseName)
+	if err != nil {
+		return nil, fmt.Errorf("helm uninstall: %w", err)
+	}
+	return resp, nil
+}
+
+// StopBinaries stops both binaries and what serves the webhook's
+// certificate and address, as deleting the chart's pods would.
+func (s *Stack) StopBinaries() error {
+	var errs []error
+	for _, p := range []**controlplane.Process{&s.manager, &s.webhook} {
+		if *p != nil {
+			errs = append(errs, (*p).Stop(30*time.Second))
+			*p = nil
+		}
+	}
+	if s.stopCertSync != nil {
+		s.stopCertSync()
+		s.stopCertSync = nil
+	}
+	if s.webhookHost != nil {
+		errs = append(errs, s.webhookHost.Close())
+		s.webhookHost = nil
+	}
+	return errors.Join(errs...)
+}
+
+// RollOut replaces both binaries with new runs from the installed
+// release, as a rollout replaces the pods: the arguments of its
+// Deployments as they are now, fresh tokens of its ServiceAccounts (a
+// reinstall makes new ones), and the webhook Service pointed at the test
+// host again (an upgrade puts its selector back).
+func (s *Stack) RollOut(ctx context.Context) error {
+	if err := s.StopBinaries(); err != nil {
+		return err
+	}
+	cl, err := operatortest.NewClient(s.Config)
+	if err != nil {
+		return err
+	}
+	ids, err := renderChartIdentities()
+	if err != nil {
+		return err
+	}
+	s.generation++
+	if err := s.applyIdentities(ctx, ids, cl, false); err != nil {
+		return err
+	}
+	if err := s.startInstalledWebhook(ctx, s.bins.webhook, cl); err != nil {
+		return err
+	}
+	args, err := s.installedDeploymentArgs(ctx, cl, managerComponent)
+	if err != nil {
+		return err
+	}
+	return s.startManager(ctx, s.bins.manager, s.healthcheckAddress, args, s.managerExtraArgs)
 }

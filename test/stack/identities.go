@@ -278,10 +278,7 @@ var rbacDenialMarkers = []string{"is forbidden", `forbidden: User "`, "reason=Fo
 // Internal errors.
 func (s *Stack) RBACDenials() ([]string, error) {
 	var found []string
-	for _, path := range []string{s.ManagerLog, s.WebhookLog} {
-		if path == "" {
-			continue // that binary never started
-		}
+	for _, path := range s.binaryLogs {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err

@@ -32,9 +32,10 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 		// serve nothing, so health probes go to the stand-in.
 		"--dev-healthcheck-address="+healthcheckAddress,
 	), extraArgs...)
-	s.manager, err = controlplane.StartProcess(s.Dir, "glance-operator", bin, args...)
+	s.manager, err = controlplane.StartProcess(s.Dir, s.processName("glance-operator"), bin, args...)
 	if s.manager != nil {
 		s.ManagerLog = s.manager.LogPath()
+		s.binaryLogs = append(s.binaryLogs, s.ManagerLog)
 	}
 	if err != nil {
 		return err

@@ -78,17 +78,28 @@ type Stack struct {
 	ManagerKubeconfig, WebhookKubeconfig string
 	// ManagerLog and WebhookLog are the binaries' logs, in LogDir.
 	ManagerLog, WebhookLog string
+	// WebhookEndpoint is where a Helm-installed stack's API server reaches
+	// the webhook: the test host's address and the container port.
+	WebhookEndpoint string
 	// ManagerMetricsURL is glance-operator's Prometheus endpoint.
 	ManagerMetricsURL string
 	// WebhookMetricsURL is glance-webhook's Prometheus endpoint.
 	WebhookMetricsURL string
 
 	manager, webhook *controlplane.Process
-	webhookHost      *testhost.Host
-	stopCertSync     func()
-	standIns         *standIns
-	healthcheck      *http.Server
-	tempDir          bool
+	// binaryLogs are the logs of every run of the two binaries; a rolled
+	// out stack runs them again under new names (processName).
+	binaryLogs []string
+	generation int
+	bins       binaries
+	// managerExtraArgs are Options.ManagerArgs, for runs after a rollout.
+	managerExtraArgs   []string
+	healthcheckAddress string
+	webhookHost        *testhost.Host
+	stopCertSync       func()
+	standIns           *standIns
+	healthcheck        *http.Server
+	tempDir            bool
 }
 
 // Start builds the binaries, starts the cluster, applies the chart's
@@ -106,7 +117,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Dir: opts.Dir}
+	s := &Stack{Dir: opts.Dir, managerExtraArgs: opts.ManagerArgs}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "glance-stack-"); err != nil {
 			return nil, err
@@ -136,10 +147,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// The build and the cluster's start-up overlap: each takes seconds.
 	say("building glance-operator and glance-webhook into bin/ ...")
 	built := make(chan error, 1)
-	var bins binaries
 	go func() {
 		var err error
-		bins, err = build(ctx)
+		s.bins, err = build(ctx)
 		built <- err
 	}()
 	crds := controlplane.AllCRDs
@@ -186,15 +196,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir); err != nil {
 		return nil, err
 	}
-	healthAddress, err := s.startHealthcheck()
-	if err != nil {
+	if s.healthcheckAddress, err = s.startHealthcheck(); err != nil {
 		return nil, err
 	}
 
 	var managerArgs []string
 	if opts.HelmInstall {
 		say("starting glance-webhook as %s with its Deployment's arguments, behind the chart's Service ...", ServiceAccountUser(s.WebhookServiceAccount))
-		if err := s.startInstalledWebhook(ctx, bins.webhook, cl); err != nil {
+		if err := s.startInstalledWebhook(ctx, s.bins.webhook, cl); err != nil {
 			return nil, err
 		}
 		if managerArgs, err = s.installedDeploymentArgs(ctx, cl, managerComponent); err != nil {
@@ -202,12 +211,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	} else {
 		say("starting glance-webhook as %s and registering it with the API server ...", ServiceAccountUser(s.WebhookServiceAccount))
-		if err := s.startWebhook(ctx, bins.webhook, cl); err != nil {
+		if err := s.startWebhook(ctx, s.bins.webhook, cl); err != nil {
 			return nil, err
 		}
 	}
 	say("starting glance-operator as %s ...", ServiceAccountUser(s.ManagerServiceAccount))
-	if err := s.startManager(ctx, bins.manager, healthAddress, managerArgs, opts.ManagerArgs); err != nil {
+	if err := s.startManager(ctx, s.bins.manager, s.healthcheckAddress, managerArgs, s.managerExtraArgs); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -243,24 +252,7 @@ const maxDenialsReported = 5
 // that order, and removes a temporary state directory. It is safe to call
 // more than once.
 func (s *Stack) Stop() error {
-	var errs []error
-	for _, p := range []**controlplane.Process{&s.manager, &s.webhook} {
-		if *p == nil {
-			continue
-		}
-		if err := (*p).Stop(30 * time.Second); err != nil {
-			errs = append(errs, err)
-		}
-		*p = nil
-	}
-	if s.stopCertSync != nil {
-		s.stopCertSync()
-		s.stopCertSync = nil
-	}
-	if s.webhookHost != nil {
-		errs = append(errs, s.webhookHost.Close())
-		s.webhookHost = nil
-	}
+	errs := []error{s.StopBinaries()}
 	if s.standIns != nil {
 		errs = append(errs, s.standIns.stop())
 		s.standIns = nil
@@ -278,6 +270,15 @@ func (s *Stack) Stop() error {
 		s.tempDir = false
 	}
 	return errors.Join(errs...)
+}
+
+// processName names a run of a binary: its log and PID record. The first
+// run has the binary's name; runs after a rollout are numbered.
+func (s *Stack) processName(binary string) string {
+	if s.generation == 0 {
+		return binary
+	}
+	return fmt.Sprintf("%s-%d", binary, s.generation+1)
 }
 
 // StopRecorded stops the processes a stack recorded in dir, newest first

@@ -55,7 +55,7 @@ func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certD
 	}
 	port, health, metrics := ports[0], ports[1], ports[2]
 	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	s.webhook, err = controlplane.StartProcess(s.Dir, "glance-webhook", bin, withFlags(args,
+	s.webhook, err = controlplane.StartProcess(s.Dir, s.processName("glance-webhook"), bin, withFlags(args,
 		"--kubeconfig="+s.WebhookKubeconfig,
 		"--cert-dir="+certDir,
 		"--bind-address=127.0.0.1",
@@ -65,6 +65,7 @@ func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certD
 	)...)
 	if s.webhook != nil {
 		s.WebhookLog = s.webhook.LogPath()
+		s.binaryLogs = append(s.binaryLogs, s.WebhookLog)
 	}
 	if err != nil {
 		return 0, err
