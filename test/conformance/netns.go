@@ -167,24 +167,7 @@ func (ns *netNS) forward(addr string, dial func() (net.Conn, error)) error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				out, err := dial()
-				if err != nil {
-					ns.logf("forwarding %s: %v", addr, err)
-					return
-				}
-				defer out.Close()
-				testhost.Splice(in, out)
-			}()
-		}
-	}()
+	go testhost.Forward(l, dial, func(err error) { ns.logf("forwarding %s: %v", addr, err) })
 	return nil
 }
 

@@ -24,8 +24,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -438,44 +440,23 @@ func childVersions(t *testing.T) map[string]string {
 		if err := cl.List(ctx, list, in); err != nil {
 			t.Fatal(err)
 		}
-		objs, err := metaItems(list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range objs {
+		err := meta.EachListItem(list, func(item runtime.Object) error {
+			o, err := meta.Accessor(item)
+			if err != nil {
+				return err
+			}
 			for _, ref := range o.GetOwnerReferences() {
 				if ref.Kind == "Glance" && ref.Name == "glance" {
 					out[kind+"/"+o.GetName()] = o.GetResourceVersion()
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	return out
-}
-
-func metaItems(list client.ObjectList) ([]metav1.Object, error) {
-	var out []metav1.Object
-	switch l := list.(type) {
-	case *appsv1.DeploymentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	default:
-		return nil, fmt.Errorf("no items of %T", list)
-	}
-	return out, nil
 }
 
 // reconciles is the new manager's count of Glance reconciles.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,14 +65,20 @@ func (s *Stack) helmConfiguration() (*action.Configuration, error) {
 	return cfg, nil
 }
 
+// helmAction is what each Helm action takes: the client and the chart.
+func (s *Stack) helmAction() (*action.Configuration, *helmchart.Chart, error) {
+	cfg, err := s.helmConfiguration()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := chart.Load()
+	return cfg, c, err
+}
+
 // InstallChart runs `helm install` of the chart with values as release
 // ReleaseName in OperatorNamespace.
 func (s *Stack) InstallChart(values map[string]any) (*release.Release, error) {
-	cfg, err := s.helmConfiguration()
-	if err != nil {
-		return nil, err
-	}
-	c, err := chart.Load()
+	cfg, c, err := s.helmAction()
 	if err != nil {
 		return nil, err
 	}
@@ -295,11 +302,7 @@ func (s *Stack) syncServingFiles(ctx context.Context, cl client.Client, name, di
 
 // UpgradeChart runs `helm upgrade` of the release with values.
 func (s *Stack) UpgradeChart(values map[string]any) (*release.Release, error) {
-	cfg, err := s.helmConfiguration()
-	if err != nil {
-		return nil, err
-	}
-	c, err := chart.Load()
+	cfg, c, err := s.helmAction()
 	if err != nil {
 		return nil, err
 	}

@@ -142,24 +142,30 @@ func (h *Host) Forward(port int, target string) error {
 	if err != nil {
 		return err
 	}
-	go func() {
-		for {
-			in, err := l.Accept()
+	go Forward(l, func() (net.Conn, error) { return net.Dial("tcp", target) }, func(error) {})
+	return nil
+}
+
+// Forward accepts connections on l until it closes and splices each to a
+// new connection from dial; a failed dial closes the accepted connection
+// and goes to logf.
+func Forward(l net.Listener, dial func() (net.Conn, error), logf func(error)) {
+	for {
+		in, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer in.Close()
+			out, err := dial()
 			if err != nil {
+				logf(err)
 				return
 			}
-			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", target)
-				if err != nil {
-					return // the client sees the connection close
-				}
-				defer out.Close()
-				Splice(in, out)
-			}()
-		}
-	}()
-	return nil
+			defer out.Close()
+			Splice(in, out)
+		}()
+	}
 }
 
 // Splice copies both ways until both directions are done, passing on
