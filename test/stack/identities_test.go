@@ -88,7 +88,7 @@ func TestRBACDenials(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := &Stack{ManagerLog: manager, WebhookLog: webhook}
+	s := &Stack{binaryLogs: []string{manager, webhook}}
 	got, err := s.RBACDenials()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestRBACDenials(t *testing.T) {
 	if err := os.WriteFile(manager, []byte("I0101 starting\n"+verdict+"\nI0101 ready\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.WebhookLog = "" // never started
+	s.binaryLogs = []string{manager} // the webhook never started
 	if got, err := s.RBACDenials(); err != nil || len(got) != 0 {
 		t.Errorf("RBACDenials() of a log without denials = %q, %v; want none", got, err)
 	}

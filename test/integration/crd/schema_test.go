@@ -24,7 +24,7 @@ func loadCRD(t *testing.T, plural string) *apiextensionsv1.CustomResourceDefinit
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "charts", "glance-operator", "crds", "glance.openstack.c5c3.io_"+plural+".yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "charts", "glance-operator", "files", "crds", "glance.openstack.c5c3.io_"+plural+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
