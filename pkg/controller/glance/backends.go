@@ -62,11 +62,13 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 
 	var rendered []render.Backend
 	var waiting, skipped []string
+	attached := 0
 	for i := range list.Items {
 		b := &list.Items[i]
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
+		attached++
 		// CredentialsReady, never the aggregate Ready: Ready also needs
 		// ConfigProjected, which only this step can bring about. A backend
 		// not judged yet is awaited; one judged not ready is skipped, with
@@ -104,17 +106,19 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 			defaults = append(defaults, b.Name)
 		}
 	}
+	// Waiting means nothing is attached yet. Backends attached but none of
+	// them rendered is the spec's invalid projection: zero credential-ready
+	// defaults.
 	switch {
-	case len(rendered) == 0:
-		msg := "no GlanceBackend is attached"
-		if len(list.Items) > 0 {
-			msg = "no attached GlanceBackend has ready credentials"
-		}
-		pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends, msg+notes)
+	case attached == 0:
+		pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends, "no GlanceBackend is attached")
 		return ctrl.Result{}, nil
 	case len(defaults) != 1:
 		msg := "none of the rendered backends is the default"
-		if len(defaults) > 1 {
+		switch {
+		case len(rendered) == 0:
+			msg = "no attached GlanceBackend has ready credentials"
+		case len(defaults) > 1:
 			msg = fmt.Sprintf("the rendered backends %s are all marked default", strings.Join(defaults, ", "))
 		}
 		pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend,
@@ -159,11 +163,13 @@ func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) 
 	name := b.Spec.S3.CredentialsSecretRef.Name
 	var s corev1.Secret
 	err := p.cluster.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
+	// A missing or unreadable Secret (refused, timed out) skips this
+	// backend alone: its siblings keep projecting.
 	if apierrors.IsNotFound(err) {
 		return render.Backend{}, fmt.Sprintf("its credentials Secret %q does not exist", name), nil
 	}
 	if err != nil {
-		return render.Backend{}, "", fmt.Errorf("get Secret %s/%s: %w", b.Namespace, name, err)
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q cannot be read: %v", name, err), nil
 	}
 	for _, k := range []string{AccessKeyIDKey, SecretAccessKeyKey} {
 		if len(s.Data[k]) == 0 {

@@ -295,10 +295,14 @@ func TestCredentialFlipWakesGlance(t *testing.T) {
 	ctx := context.Background()
 	e.Credentials("pw")
 	s3 := e.Secret("s3", map[string]string{"access-key-id": "ak"})
-	e.Backend("alpha", true, "s3")
 	e.Glance()
-	e.BackendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	// Waiting means no backend is attached at all.
 	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+	e.Backend("alpha", true, "s3")
+	e.BackendCondition("alpha", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForCredentials)
+	// One attached, none credential-ready: zero ready defaults is an
+	// invalid projection.
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
 
 	if err := cl.Get(ctx, client.ObjectKeyFromObject(s3), s3); err != nil {
 		t.Fatal(err)
