@@ -113,3 +113,23 @@ func setBackend(f *INI, b Backend) error {
 	}
 	return nil
 }
+
+// BackendHosts returns the s3.host of every store a rendered backends.conf
+// configures: what the pods mounting it can reach. It reads only what
+// BackendsConf writes.
+func BackendHosts(conf string) []string {
+	var hosts []string
+	for _, line := range strings.Split(conf, "\n") {
+		key, value, ok := strings.Cut(line, " = ")
+		if !ok || key != "s3_store_host" {
+			continue
+		}
+		// OsloLiteral's escaping, undone: one pair of quotes, and $$.
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			value = value[1 : len(value)-1]
+		}
+		hosts = append(hosts, strings.ReplaceAll(value, "$$", "$"))
+	}
+	return hosts
+}
+

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,3 +165,23 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+func TestBackendHostsReadsWhatBackendsConfWrites(t *testing.T) {
+	var backends []Backend
+	want := []string{"http://s3.example.com:9000", "https://objects.example.org/$path"}
+	for i, host := range want {
+		backends = append(backends, Backend{
+			Name:        fmt.Sprintf("store%d", i),
+			Spec:        v1alpha1.GlanceBackendSpec{Type: v1alpha1.BackendTypeS3, IsDefault: i == 0, S3: &v1alpha1.S3BackendSpec{Host: host, Bucket: "images"}},
+			AccessKeyID: "ak", SecretAccessKey: "s3_store_host = http://not-a-host:1",
+		})
+	}
+	conf, err := BackendsConf(backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := BackendHosts(conf); !slices.Equal(got, want) {
+		t.Errorf("BackendHosts = %q, want %q\n%s", got, want, conf)
+	}
+}
+

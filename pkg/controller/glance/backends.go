@@ -3,6 +3,7 @@ package glance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,8 +39,8 @@ type backendsProjection struct {
 	defaultBackend string
 	// live are the names the Deployment runs with.
 	live liveNames
-	// endpoints are the S3 hosts of the rendered backends, for the
-	// NetworkPolicy's egress.
+	// endpoints are the S3 hosts of the mounted and the rendered backends,
+	// for the NetworkPolicy's egress.
 	endpoints []string
 }
 
@@ -96,8 +97,21 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		rendered = append(rendered, rb)
 	}
 
+	// The NetworkPolicy must let the running pods reach every store they can
+	// use: the ones the live backends Secret configures, which stay mounted
+	// while this pass's projection is invalid, and this pass's.
+	if live.backendsSecret != "" {
+		var mounted corev1.Secret
+		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: live.backendsSecret}, &mounted)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get the mounted backends Secret %s: %w", live.backendsSecret, err)
+		}
+		p.backends.endpoints = append(p.backends.endpoints, render.BackendHosts(string(mounted.Data[BackendsConfKey]))...)
+	}
 	for _, b := range rendered {
-		p.backends.endpoints = append(p.backends.endpoints, b.Spec.S3.Host)
+		if !slices.Contains(p.backends.endpoints, b.Spec.S3.Host) {
+			p.backends.endpoints = append(p.backends.endpoints, b.Spec.S3.Host)
+		}
 	}
 	notes := backendNotes(waiting, skipped)
 	var defaults []string

@@ -236,3 +236,44 @@ func TestSuspendedPurgeAfterAFailure(t *testing.T) {
 	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
 }
+
+// TestNetworkPolicyKeepsTheMountedStores: when no backend is credential-
+// ready for a while (an External Secrets re-sync), the Deployment keeps its
+// last good backends Secret, and the NetworkPolicy keeps the S3 egress those
+// stores need.
+func TestNetworkPolicyKeepsTheMountedStores(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install(func(g *v1alpha1.Glance) {
+		g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}},
+		}}}
+	})
+	ctx := context.Background()
+	s3Egress := func() bool {
+		np := &networkingv1.NetworkPolicy{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, np); err != nil {
+			return false
+		}
+		for _, rule := range np.Spec.Egress {
+			for _, port := range rule.Ports {
+				if port.Port != nil && port.Port.IntVal == 9000 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	s.Eventually("S3 egress on 9000", s3Egress, nil)
+
+	if err := cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "s3"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+	// Passes after the invalid projection still admit the mounted store.
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Region = "RegionTwo" })
+	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
+	if !s3Egress() {
+		t.Error("the NetworkPolicy lost the S3 egress of the store the pods still mount")
+	}
+}
