@@ -26,13 +26,7 @@ import (
 // Secret cannot be read (here: Forbidden) is skipped with an event, and its
 // sibling still projects; the step does not fail.
 func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	const ns = "openstack"
 	ready := func(b *v1alpha1.GlanceBackend) *v1alpha1.GlanceBackend {
 		meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionCredentialsReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCredentialsAvailable})
@@ -77,4 +71,17 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 	default:
 		t.Error("no GlanceBackendSkipped event")
 	}
+}
+
+// testScheme knows the built-in kinds and the operator's.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
 }

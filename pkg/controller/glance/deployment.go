@@ -143,21 +143,29 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		return err
 	}
 	desired.SetAnnotations(merged(desired.GetAnnotations(), map[string]string{AnnotationRenderedHash: digest(string(rendered))[:16]}))
-	err = p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	key := client.ObjectKeyFromObject(desired)
+	err = p.cluster.Client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
 		if err := p.cluster.SetOwner(g, desired); err != nil {
 			return err
 		}
-		if err := p.cluster.Client.Create(ctx, desired); err != nil {
+		err = p.cluster.Client.Create(ctx, desired)
+		switch {
+		case err == nil:
+			// Hand back what the server answered (the cache may not have it
+			// yet), so status checks read what exists.
+			created, err := json.Marshal(desired)
+			if err != nil {
+				return err
+			}
+			return json.Unmarshal(created, existing)
+		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
 		}
-		// Hand back what the server answered (the cache may not have it
-		// yet), so status checks read what exists.
-		created, err := json.Marshal(desired)
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(created, existing)
+		// The cache lags behind the server (after an API server restart,
+		// say): the child is there. Read it from the server and go on as
+		// if the cache had held it.
+		err = p.cluster.Reader.Get(ctx, key, existing)
 	}
 	if err != nil {
 		return fmt.Errorf("get %T %s: %w", desired, desired.GetName(), err)
