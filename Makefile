@@ -19,8 +19,8 @@ help: ## List the targets.
 ##@ Main commands
 
 .PHONY: run
-run: control-plane ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it.
-	$(GO) run ./hack/localcluster -mode=cluster -dir=$(RUN_DIR)/cluster \
+run: control-plane localcluster ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it.
+	exec bin/localcluster -mode=cluster -dir=$(RUN_DIR)/cluster \
 		-apply test/samples/dependencies.yaml -apply test/samples/glance.yaml
 
 .PHONY: test
@@ -87,12 +87,19 @@ conformance-root: ## Build the Debian trixie root with Glance for the conformanc
 	hack/conformance/build-root.sh
 
 .PHONY: cluster
-cluster: control-plane ## Start a full local cluster with all CRDs (no sample) until Ctrl-C.
-	$(GO) run ./hack/localcluster -mode=cluster -operator=false -dir=$(RUN_DIR)/cluster
+cluster: control-plane localcluster ## Start a full local cluster with all CRDs (no sample) until Ctrl-C.
+	exec bin/localcluster -mode=cluster -operator=false -dir=$(RUN_DIR)/cluster
 
 .PHONY: apiserver
-apiserver: control-plane ## Start etcd + kube-apiserver with all CRDs until Ctrl-C.
-	$(GO) run ./hack/localcluster -mode=apiserver -dir=$(RUN_DIR)/apiserver
+apiserver: control-plane localcluster ## Start etcd + kube-apiserver with all CRDs until Ctrl-C.
+	exec bin/localcluster -mode=apiserver -dir=$(RUN_DIR)/apiserver
+
+# The local-cluster command runs as the recipe's own process (exec), not
+# under `go run`: a signal then reaches it alone, it stops the cluster and
+# exits 0.
+.PHONY: localcluster
+localcluster:
+	$(GO) build -o bin/localcluster ./hack/localcluster
 
 .PHONY: cluster-down
 cluster-down: ## Stop a local cluster left behind by a killed run (by recorded PID).

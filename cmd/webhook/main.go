@@ -99,6 +99,7 @@ func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, `address of /healthz and /readyz ("0" disables them)`)
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may finish after SIGTERM")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "offer HTTP/2 on the webhook listener; off by default, as HTTP/2 rapid reset (CVE-2023-44487) lets one client tie up the server")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to look up backends and PriorityClasses in (default: in-cluster config)")
 	fs.Float64Var(&c.qps, "kube-api-qps", 50, "client-side rate limit of the lookups, queries per second")
 	fs.IntVar(&c.burst, "kube-api-burst", 100, "client-side burst of the lookups")

@@ -34,7 +34,28 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	opts := parseFlags()
+	if opts.stop {
+		if err := stopRecorded(opts.dir); err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// SIGHUP too: closing the terminal is a stop like Ctrl-C.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	restore := takeTerminal()
+	err := run(ctx, opts)
+	restore()
+	stop()
+	switch {
+	case ctx.Err() != nil:
+		// Stopped by a signal: a normal end, also when it cut the start
+		// short. The cluster was stopped before run returned.
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster: interrupted:", err)
+		}
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
@@ -43,24 +64,44 @@ func main() {
 // progressInterval is how often the wait for Ready reports what is missing.
 const progressInterval = 5 * time.Second
 
-func run() error {
-	mode := flag.String("mode", "cluster", "cluster (full local cluster with kwok nodes) or apiserver (etcd + kube-apiserver only)")
-	dir := flag.String("dir", ".run/cluster", "state directory: certificates, kubeconfig, logs, PIDs")
-	nodes := flag.Int("nodes", 2, "kwok fake nodes (cluster mode)")
-	withOperator := flag.Bool("operator", true, "cluster mode: run glance-operator, glance-webhook and the stand-ins, and wait for the applied Glances to turn Ready (false: the bare cluster)")
-	readyTimeout := flag.Duration("ready-timeout", 5*time.Minute, "cluster mode: how long the applied Glances may take to turn Ready")
-	var apply, stages stringList
-	flag.Var(&apply, "apply", "manifest to server-side apply once the cluster is up (repeatable)")
-	flag.Var(&stages, "kwok-stage", "extra kwok Stage file (repeatable; cluster mode)")
-	stop := flag.Bool("stop", false, "stop the processes a cluster recorded in -dir, and exit")
-	flag.Parse()
+// options are the command line.
+type options struct {
+	mode, dir     string
+	nodes         int
+	withOperator  bool
+	readyTimeout  time.Duration
+	apply, stages stringList
+	stop          bool
+}
 
-	absDir, err := filepath.Abs(*dir)
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.mode, "mode", "cluster", "cluster (full local cluster with kwok nodes) or apiserver (etcd + kube-apiserver only)")
+	flag.StringVar(&o.dir, "dir", ".run/cluster", "state directory: certificates, kubeconfig, logs, PIDs")
+	flag.IntVar(&o.nodes, "nodes", 2, "kwok fake nodes (cluster mode)")
+	flag.BoolVar(&o.withOperator, "operator", true, "cluster mode: run glance-operator, glance-webhook and the stand-ins, and wait for the applied Glances to turn Ready (false: the bare cluster)")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "cluster mode: how long the applied Glances may take to turn Ready")
+	flag.Var(&o.apply, "apply", "manifest to server-side apply once the cluster is up (repeatable)")
+	flag.Var(&o.stages, "kwok-stage", "extra kwok Stage file (repeatable; cluster mode)")
+	flag.BoolVar(&o.stop, "stop", false, "stop the processes a cluster recorded in -dir, and exit")
+	flag.Parse()
+	return o
+}
+
+func stopRecorded(dir string) error {
+	absDir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	if *stop {
-		return controlplane.StopRecorded(absDir)
+	return controlplane.StopRecorded(absDir)
+}
+
+// run starts the cluster, waits for the applied Glances and then for ctx to
+// end, and stops the cluster before it returns.
+func run(ctx context.Context, o options) error {
+	absDir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return err
 	}
 	// A cluster left behind by a killed run holds the same directory.
 	if err := controlplane.StopRecorded(absDir); err != nil {
@@ -70,9 +111,6 @@ func run() error {
 		return err
 	}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-
 	var (
 		cfg        *rest.Config
 		kubeconfig string
@@ -81,21 +119,21 @@ func run() error {
 		check = func() error { return nil }
 	)
 	switch {
-	case *mode == "cluster" && *withOperator:
-		s, err := stack.Start(ctx, stack.Options{Dir: absDir, Nodes: *nodes, KwokStages: stages, Progress: os.Stdout})
+	case o.mode == "cluster" && o.withOperator:
+		s, err := stack.Start(ctx, stack.Options{Dir: absDir, Nodes: o.nodes, KwokStages: o.stages, Progress: os.Stdout})
 		if err != nil {
 			return err
 		}
 		cfg, kubeconfig, stopFn, check = s.Config, s.Kubeconfig, s.Stop, s.Check
 		fmt.Println("running: glance-operator, glance-webhook (registered with the API server), and stand-ins for mariadb-operator, External Secrets and a Gateway controller")
-	case *mode == "cluster":
+	case o.mode == "cluster":
 		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
-		c, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: absDir, Nodes: *nodes, CRDs: controlplane.AllCRDs, KwokStages: stages})
+		c, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: absDir, Nodes: o.nodes, CRDs: controlplane.AllCRDs, KwokStages: o.stages})
 		if err != nil {
 			return err
 		}
 		cfg, kubeconfig, stopFn = c.Config, c.Kubeconfig, c.Stop
-	case *mode == "apiserver":
+	case o.mode == "apiserver":
 		fmt.Println("starting etcd and kube-apiserver ...")
 		srv, err := controlplane.StartAPIServer(controlplane.APIServerOptions{CRDs: controlplane.AllCRDs})
 		if err != nil {
@@ -110,7 +148,7 @@ func run() error {
 			return errors.Join(err, stopFn())
 		}
 	default:
-		return fmt.Errorf("unknown -mode %q: want cluster or apiserver", *mode)
+		return fmt.Errorf("unknown -mode %q: want cluster or apiserver", o.mode)
 	}
 	defer func() {
 		fmt.Println("stopping ...")
@@ -122,15 +160,15 @@ func run() error {
 	fmt.Println("installed CRDs: Glance, GlanceBackend, mariadb-operator, External Secrets, Gateway API, cert-manager")
 	logs := filepath.Join(absDir, "logs")
 	var glances []client.ObjectKey
-	if len(apply) > 0 {
+	if len(o.apply) > 0 {
 		// Admission warnings are printed as kubectl prints them.
 		cfg := rest.CopyConfig(cfg)
 		cfg.WarningHandler = warningPrinter{}
-		applied, err := controlplane.ApplyFiles(ctx, cfg, apply...)
+		applied, err := controlplane.ApplyFiles(ctx, cfg, o.apply...)
 		if err != nil {
 			return err
 		}
-		fmt.Println("applied:", strings.Join(apply, ", "))
+		fmt.Println("applied:", strings.Join(o.apply, ", "))
 		for _, obj := range applied {
 			if obj.GroupVersionKind() == v1alpha1.GroupVersion.WithKind("Glance") {
 				glances = append(glances, client.ObjectKeyFromObject(obj))
@@ -140,8 +178,8 @@ func run() error {
 
 	bin, _ := controlplane.BinDir()
 	kubectl := filepath.Join(bin, "kubectl")
-	if *mode == "cluster" && *withOperator && len(glances) > 0 {
-		if err := waitReady(ctx, cfg, glances, *readyTimeout, check, logs); err != nil {
+	if o.mode == "cluster" && o.withOperator && len(glances) > 0 {
+		if err := waitReady(ctx, cfg, glances, o.readyTimeout, check, logs); err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted while waiting
 			}

@@ -190,22 +190,20 @@ func validateSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList 
 	return metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, p)
 }
 
-// builtinFilters are the paste filters and apps the operator renders into
-// glance-api-paste.ini; a middleware of the same name would replace them.
-var builtinFilters = map[string]bool{
-	"cors": true, "http_proxy_to_wsgi": true, "versionnegotiation": true, "authtoken": true,
-	"context": true, "unauthenticated-context": true, "cache": true, "cachemanage": true,
-	"healthcheck": true, "rootapp": true, "apiv2app": true, "apiversions": true, "main": true,
-}
-
 func validateMiddleware(mws []v1alpha1.MiddlewareSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, mw := range mws {
 		mp := p.Index(i)
-		if builtinFilters[strings.ToLower(mw.Name)] {
+		if render.IsBuiltinPasteName(mw.Name) {
 			errs = append(errs, field.Invalid(mp.Child("name"), mw.Name, "is a filter or app the operator renders itself"))
 		}
-		errs = append(errs, validateOptions(mw.Config, mp.Child("config"))...)
+		cp := mp.Child("config")
+		for _, key := range sortedKeys(mw.Config) {
+			if reason := render.ReservedPasteKey(key); reason != "" {
+				errs = append(errs, field.Invalid(cp.Key(key), key, reason))
+			}
+		}
+		errs = append(errs, validateOptions(mw.Config, cp)...)
 	}
 	return errs
 }

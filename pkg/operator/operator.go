@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -135,8 +136,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// A new leader takes over at once after a clean shutdown.
 		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &shutdown,
-		NewClient:                     o.NewClient,
+		// A clean stop is not an error (see withoutStopErrors).
+		Logger:                  withoutStopErrors(ctrllog.Log),
+		GracefulShutdownTimeout: &shutdown,
+		NewClient:               o.NewClient,
 		Cache: cache.Options{
 			DefaultNamespaces: namespaces,
 			ByObject:          byObject,

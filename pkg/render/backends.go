@@ -132,4 +132,3 @@ func BackendHosts(conf string) []string {
 	}
 	return hosts
 }
-

@@ -184,4 +184,3 @@ func TestBackendHostsReadsWhatBackendsConfWrites(t *testing.T) {
 		t.Errorf("BackendHosts = %q, want %q\n%s", got, want, conf)
 	}
 }
-

@@ -12,14 +12,22 @@ import (
 // "keystone" selects "glance-api-" + flavor.
 const PasteApp = "glance-api-keystone"
 
-// builtinPasteNames are the filters, apps and pipelines PasteINI renders
-// itself; a middleware of the same name would replace or shadow one of them.
+// builtinPasteNames are the filters, apps, pipelines and composites PasteINI
+// renders itself; a middleware of the same name would replace or shadow one
+// of them. It is the one list: admission refuses these names through
+// IsBuiltinPasteName, so a spec it admits never fails here on a name.
 var builtinPasteNames = map[string]bool{
 	PasteApp: true, "api": true, "rootapp": true, "apiversions": true, "apiv2app": true,
 	"healthcheck": true, "cors": true, "http_proxy_to_wsgi": true, "versionnegotiation": true,
 	"authtoken": true, "context": true, "cache": true,
 	// Names Glance's own paste files use; kept free to avoid confusion.
 	"unauthenticated-context": true, "cachemanage": true, "main": true,
+}
+
+// IsBuiltinPasteName reports whether name, in any case, is a section, filter
+// or app PasteINI renders itself, and so not free for a middleware.
+func IsBuiltinPasteName(name string) bool {
+	return builtinPasteNames[strings.ToLower(name)]
 }
 
 var (
@@ -37,7 +45,7 @@ func PasteINI(s *v1alpha1.GlanceSpec) (string, error) {
 		switch {
 		case !middlewareNamePattern.MatchString(mw.Name):
 			return "", fmt.Errorf("spec.middleware[%d].name %q must be letters, digits, '_' and '-'", i, mw.Name)
-		case builtinPasteNames[strings.ToLower(mw.Name)]:
+		case IsBuiltinPasteName(mw.Name):
 			return "", fmt.Errorf("spec.middleware[%d].name %q is a filter or app the operator renders itself", i, mw.Name)
 		case seen[mw.Name]:
 			return "", fmt.Errorf("spec.middleware[%d].name %q is listed twice", i, mw.Name)
@@ -100,7 +108,7 @@ func PasteINI(s *v1alpha1.GlanceSpec) (string, error) {
 		section := "filter:" + mw.Name
 		f.Set(section, "paste.filter_factory", mw.FilterFactory)
 		for _, k := range sortedKeys(mw.Config) {
-			if reason := pasteReservedKey(k); reason != "" {
+			if reason := ReservedPasteKey(k); reason != "" {
 				return "", fmt.Errorf("spec.middleware[%d].config key %q %s", i, k, reason)
 			}
 			// Passed to the factory as given: '%' is escaped so paste.deploy's
@@ -111,9 +119,10 @@ func PasteINI(s *v1alpha1.GlanceSpec) (string, error) {
 	return f.Render()
 }
 
-// pasteReservedKey says why paste.deploy would not hand key to the filter
-// factory as an ordinary option, or returns "".
-func pasteReservedKey(k string) string {
+// ReservedPasteKey says why paste.deploy would not hand key to the filter
+// factory as an ordinary option, or returns "". Admission refuses the same
+// keys through it.
+func ReservedPasteKey(k string) string {
 	switch {
 	case strings.HasPrefix(k, "paste."):
 		return "would replace the filter factory"

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -88,6 +91,12 @@ type ServerOptions struct {
 	// controller-runtime's server stops waiting for connections after one
 	// minute, so a longer timeout acts as one minute.
 	ShutdownTimeout time.Duration
+	// EnableHTTP2 offers HTTP/2 (ALPN h2). Off, the listener speaks
+	// HTTP/1.1 only, as kubebuilder's scaffold does: HTTP/2's stream reset
+	// lets one connection start work faster than the server can cancel it
+	// (CVE-2023-44487, "rapid reset"). The API server's webhook client
+	// speaks HTTP/1.1 too.
+	EnableHTTP2 bool
 	// Lookups answers the cross-object questions of validation. Nil means
 	// APILookups over an uncached client of the rest config.
 	Lookups admission.Lookups
@@ -166,6 +175,8 @@ var errDrainTimeout = errors.New("admission server shutdown timeout passed")
 // served on the metrics address with the Go and process collectors, rather
 // than controller-runtime's global registry: each server counts only its
 // own reviews, and several can run in one process (tests, benchmarks).
+// The metrics address serves controller-runtime's global registry too (see
+// metricsGatherer).
 //
 // Every replica serves; there is no leader election. With no
 // opts.Lookups, lookups go to the API server uncached, through cfg.
@@ -243,6 +254,10 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
 			c.GetCertificate = watcher.GetCertificate
 			c.MinVersion = tls.VersionTLS12
+			if !opts.EnableHTTP2 {
+				// In place of controller-runtime's h2.
+				c.NextProtos = []string{"http/1.1"}
+			}
 		}},
 	})
 	for _, p := range paths {
@@ -376,14 +391,47 @@ func (s *server) healthMux() *http.ServeMux {
 
 func metricsMux(registry *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.Handle("/metrics", promhttp.HandlerFor(metricsGatherer(registry), promhttp.HandlerOpts{Registry: registry}))
 	return mux
+}
+
+// metricsGatherer gathers the server's own registry and then controller-
+// runtime's global one. controller-runtime records into the global registry
+// whatever this server does: every review by webhook and HTTP code
+// (controller_runtime_webhook_*), every certificate read and read error
+// (certwatcher_*), and the API requests of the lookups by status code
+// (rest_client_requests_total).
+// That cannot be switched off, so it is served rather than thrown away:
+// the HTTP codes and the certificate read errors are nowhere else. Those
+// series are process-wide. A family the own registry has (the Go and
+// process collectors, when something in the process registers them
+// globally too) is served once, from the own registry.
+func metricsGatherer(own prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		families, err := own.Gather()
+		if err != nil {
+			return families, err
+		}
+		seen := make(map[string]bool, len(families))
+		for _, f := range families {
+			seen[f.GetName()] = true
+		}
+		shared, err := crmetrics.Registry.Gather()
+		for _, f := range shared {
+			if !seen[f.GetName()] {
+				families = append(families, f)
+			}
+		}
+		slices.SortFunc(families, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+		return families, err
+	})
 }
 
 // instrument wraps a webhook so that each review is counted, timed and
 // logged by verdict, and runs under a context that shutdown does not cancel.
 func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler {
 	hook.Handler = recordResponse(hook.Handler)
+	review := reviewHandler{hook: hook}
 	m := s.metrics.forPath(path)
 	log := s.log.WithValues("webhook", path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +446,7 @@ func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler
 		ctx, release := reviewContext(r.Context(), s.drain)
 		defer release()
 		rec := &reviewRecord{}
-		hook.ServeHTTP(w, r.WithContext(context.WithValue(ctx, reviewRecordKey{}, rec)))
+		review.ServeHTTP(w, r.WithContext(context.WithValue(ctx, reviewRecordKey{}, rec)))
 
 		elapsed := time.Since(start)
 		verdict := rec.verdict()
@@ -438,13 +486,16 @@ type reviewRecord struct {
 	operation admissionv1.Operation
 	allowed   bool
 	result    *metav1.Status
+	// refusal is why a request was not judged: not an AdmissionReview the
+	// server speaks, or not decodable.
+	refusal error
 }
 
 type reviewRecordKey struct{}
 
 // recordResponse notes the request and response of each review in the
-// request's reviewRecord. A review that never gets here (undecodable) or
-// panics leaves the record unhandled.
+// request's reviewRecord. A review that never gets here (refused by
+// reviewHandler) or panics leaves the record unhandled.
 func recordResponse(next cradmission.Handler) cradmission.Handler {
 	return cradmission.HandlerFunc(func(ctx context.Context, req cradmission.Request) cradmission.Response {
 		resp := next.Handle(ctx, req)
@@ -497,7 +548,11 @@ func verdictOf(allowed bool, result *metav1.Status) string {
 // extraConfig value can be a password); a denial names only the fields.
 func logReview(log logr.Logger, rec *reviewRecord, verdict string, elapsed time.Duration) {
 	if !rec.handled {
-		log.Error(errors.New("review failed before a verdict"), "admission review not judged (undecodable request or handler panic)", "verdict", verdict, "durationSeconds", elapsed.Seconds())
+		if rec.refusal != nil {
+			log.Error(rec.refusal, "admission review refused before a verdict", "verdict", verdict, "durationSeconds", elapsed.Seconds())
+			return
+		}
+		log.Error(errors.New("review failed before a verdict"), "admission review not judged (handler panic)", "verdict", verdict, "durationSeconds", elapsed.Seconds())
 		return
 	}
 	kv := []any{

@@ -194,11 +194,11 @@ func TestServerJudgesReviewsOverTLS(t *testing.T) {
 			})
 		}
 		t.Run("an undecodable review is an error", func(t *testing.T) {
-			resp, err := postRaw(hc, ts.url(ValidateGlancePath), []byte(`{"kind":`), "")
-			if err != nil {
-				t.Fatal(err)
+			status, review := postStatus(t, hc, ts.url(ValidateGlancePath), `{"kind":`)
+			if status != http.StatusBadRequest {
+				t.Fatalf("HTTP %d, want 400", status)
 			}
-			if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusBadRequest {
+			if resp := review.Response; resp == nil || resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusBadRequest {
 				t.Fatalf("response %+v, want a denial with code 400", resp)
 			}
 		})
@@ -351,7 +351,7 @@ func (b blockingLookups) PriorityClassExists(ctx context.Context, name string) (
 }
 
 // TestShutdownDrainsInFlightReviews cancels the server while a review waits
-// in its lookup, over HTTP/1.1 and over HTTP/2 (which the API server uses).
+// in its lookup, over HTTP/1.1 and over HTTP/2 (with EnableHTTP2).
 func TestShutdownDrainsInFlightReviews(t *testing.T) {
 	cfg := testAPIServer(t)
 	c := testClient(t, cfg)
@@ -369,7 +369,7 @@ func testShutdownDrains(t *testing.T, c client.Client, proto string) {
 		release:    make(chan struct{}),
 		canceled:   make(chan error, 1),
 	}
-	ts := startTestServer(t, nil, ServerOptions{Lookups: lookups, ShutdownTimeout: 5 * time.Minute}, testr.New(t))
+	ts := startTestServer(t, nil, ServerOptions{Lookups: lookups, ShutdownTimeout: 5 * time.Minute, EnableHTTP2: proto == "HTTP/2.0"}, testr.New(t))
 	ca := newTestCA(t)
 	ts.installCertificate(t, ca, 7, time.Now().Add(time.Hour))
 	ts.waitReady(t)
