@@ -38,6 +38,9 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	if p.configMapName == "" || p.backends.secretName == "" {
 		pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends,
 			"no ready default backend has produced a rendered config to run the schema Jobs against yet")
+		// The pass ends here, before the Deployment step: say for it that
+		// it waits for the same thing.
+		setDeploymentWaitingForBackends(g)
 		return wait, nil
 	}
 

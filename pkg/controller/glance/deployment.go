@@ -31,8 +31,7 @@ const DeploymentPollInterval = 10 * time.Second
 // upgrade from RollingUpdate to Contracting.
 func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	if p.configMapName == "" || p.backends.secretName == "" {
-		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends,
-			"no ready default backend has produced a rendered config to run glance-api with yet")
+		setDeploymentWaitingForBackends(g)
 		return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
 	}
 	desired, err := render.Deployment(g, p.workloadFacts())
@@ -129,6 +128,13 @@ func ptrValue(p *int32) int32 {
 // AnnotationRenderedHash records the digest of what the operator rendered
 // for a child, to notice when the desired state changed.
 const AnnotationRenderedHash = "glance.c5c3.io/rendered-hash"
+
+// setDeploymentWaitingForBackends reports that glance-api cannot run before
+// a ready default backend has produced a rendered config.
+func setDeploymentWaitingForBackends(g *v1alpha1.Glance) {
+	pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends,
+		"no ready default backend has produced a rendered config to run glance-api with yet")
+}
 
 // applyChild creates desired, or writes the existing object when inSync
 // says it lacks the desired state; update copies the desired state into it

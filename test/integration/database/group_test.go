@@ -277,3 +277,18 @@ func TestNetworkPolicyKeepsTheMountedStores(t *testing.T) {
 		t.Error("the NetworkPolicy lost the S3 egress of the store the pods still mount")
 	}
 }
+
+// TestWaitingForBackendsReachesDeploymentReady: with no backend, the pass
+// ends at the Database step, and DeploymentReady still says what it waits
+// for instead of being absent.
+func TestWaitingForBackendsReachesDeploymentReady(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.Credentials("pw")
+	s.Glance(func(g *v1alpha1.Glance) {
+		g.Spec.Database.ClusterRef = nil
+		g.Spec.Database.Host = "db.example.com"
+	})
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+}
