@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -336,7 +337,7 @@ func checkServing(t *testing.T, s, caSecret *corev1.Secret) servingCert {
 	}
 	for _, k := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, "ca.crt"} {
 		if len(s.Data[k]) == 0 {
-			t.Fatalf("%s lacks %s (keys %v)", s.Name, k, mapsKeys(s.Data))
+			t.Fatalf("%s lacks %s (keys %v)", s.Name, k, slices.Sorted(maps.Keys(s.Data)))
 		}
 	}
 	if _, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]); err != nil {
@@ -410,15 +411,6 @@ func grepLines(text, substr string) string {
 		}
 	}
 	return fmt.Sprintf("%s(%d bytes in all)", out, len(text))
-}
-
-func mapsKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // TestCertManagerBinaryMissing: asking for cert-manager without its binary
