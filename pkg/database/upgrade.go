@@ -26,8 +26,11 @@ const (
 // PhaseJobs are the Jobs of an upgrade, deleted when it is aborted.
 var PhaseJobs = []JobKind{Expand, Migrate, Contract}
 
-// JobState is what the current Job of a kind (with the current pod
-// template) has come to.
+// JobState is what the Job of a kind has come to. A Job still running
+// counts as running whatever its pod template; a finished one with another
+// template than the current counts as absent, so that it runs again, except
+// that a phase Job that succeeded for this upgrade (the same image) stays
+// succeeded: what it ran with is pinned when its phase starts.
 type JobState int
 
 // Job states.
@@ -158,6 +161,18 @@ func inFlight(o Observation, d Decision) Decision {
 	switch {
 	case o.Release == o.Target:
 	case o.Release == o.Installed && o.Phase != v1alpha1.UpgradePhaseContracting:
+		// A running schema Job is never stopped: MySQL DDL is not
+		// transactional. The abort waits for it, then removes the Jobs.
+		for _, kind := range PhaseJobs {
+			if o.Jobs[kind] == JobRunning {
+				d.Reason = v1alpha1.ReasonDBSyncInProgress
+				if ph, ok := phases[o.Phase]; ok {
+					d.Reason = ph.running
+				}
+				d.Message = fmt.Sprintf("aborting the upgrade to %s: waiting for the running %s Job to finish; it is never stopped mid-run", o.Target, kind)
+				return d
+			}
+		}
 		d.Target, d.Phase, d.Run, d.Delete, d.Pass = "", "", "", PhaseJobs, false
 		d.Reason, d.Message = v1alpha1.ReasonDBSyncInProgress, fmt.Sprintf("the upgrade to %s was aborted; %s stays installed", o.Target, o.Installed)
 		d.Events = append(d.Events, Event{Type: "Normal", Reason: "UpgradeAborted", Message: fmt.Sprintf("upgrade to %s aborted in phase %s; back to %s", o.Target, o.Phase, o.Installed)})

@@ -57,7 +57,7 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 			return ctrl.Result{}, errors.New(msg)
 		}
 		desired[kind] = job
-		cur, state, err := observeJob(ctx, p, job)
+		cur, state, err := observeJob(ctx, p, kind, job)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -117,9 +117,11 @@ func (p *pass) workloadFacts() render.WorkloadFacts {
 }
 
 // observeJob returns the Job of that name and what it has come to. A Job
-// with another pod template (or being deleted) counts as absent: it is
-// re-created.
-func observeJob(ctx context.Context, p *pass, desired *batchv1.Job) (*batchv1.Job, database.JobState, error) {
+// being deleted counts as absent. One with another pod template counts as
+// running while it runs (a schema Job is never cut short), and as absent,
+// to be re-created, once it has finished; a phase Job that succeeded keeps
+// counting as succeeded (see database.JobState).
+func observeJob(ctx context.Context, p *pass, kind database.JobKind, desired *batchv1.Job) (*batchv1.Job, database.JobState, error) {
 	cur := &batchv1.Job{}
 	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), cur)
 	if apierrors.IsNotFound(err) {
@@ -128,16 +130,35 @@ func observeJob(ctx context.Context, p *pass, desired *batchv1.Job) (*batchv1.Jo
 	if err != nil {
 		return nil, database.JobAbsent, fmt.Errorf("get Job %s: %w", desired.Name, err)
 	}
-	if cur.DeletionTimestamp != nil || cur.Annotations[render.AnnotationPodTemplateHash] != desired.Annotations[render.AnnotationPodTemplateHash] {
+	if cur.DeletionTimestamp != nil {
 		return cur, database.JobAbsent, nil
 	}
+	current := cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash]
+	// A phase Job is pinned to the upgrade it ran for, the image: a config
+	// change mid-phase does not run it again, a later upgrade does.
+	pinned := kind != database.Sync && jobImage(cur) == jobImage(desired)
 	switch {
-	case jobCondition(cur, batchv1.JobComplete):
+	case !jobFinished(cur):
+		return cur, database.JobRunning, nil
+	case jobCondition(cur, batchv1.JobComplete) && (current || pinned):
 		return cur, database.JobSucceeded, nil
-	case jobCondition(cur, batchv1.JobFailed):
+	case jobCondition(cur, batchv1.JobFailed) && current:
 		return cur, database.JobFailed, nil
 	}
-	return cur, database.JobRunning, nil
+	return cur, database.JobAbsent, nil
+}
+
+// jobImage is the image a schema Job runs.
+func jobImage(j *batchv1.Job) string {
+	if c := j.Spec.Template.Spec.Containers; len(c) > 0 {
+		return c[0].Image
+	}
+	return ""
+}
+
+// jobFinished reports whether the Job has come to an end, either way.
+func jobFinished(j *batchv1.Job) bool {
+	return jobCondition(j, batchv1.JobComplete) || jobCondition(j, batchv1.JobFailed)
 }
 
 func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
@@ -149,12 +170,13 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 	return false
 }
 
-// ensureJob creates the Job, deleting first a Job of the same name with
-// another pod template: a changed image, config or credentials re-runs the
-// Job, also after a permanent failure. Jobs are never TTL-deleted.
+// ensureJob creates the Job, deleting first a finished Job of the same name
+// with another pod template: a changed image, config or credentials re-runs
+// the Job, also after a permanent failure. A Job still running is left to
+// finish. Jobs are never TTL-deleted.
 func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *batchv1.Job) error {
 	if cur != nil {
-		if cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash] && cur.DeletionTimestamp == nil {
+		if cur.DeletionTimestamp == nil && (cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash] || !jobFinished(cur)) {
 			return nil
 		}
 		// The old Job's pods go with it; the new one is created once the
@@ -170,8 +192,9 @@ func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *b
 	return nil
 }
 
+// deleteJob deletes a finished Job; a running one is never cut short.
 func deleteJob(ctx context.Context, p *pass, j *batchv1.Job) error {
-	if j == nil || j.DeletionTimestamp != nil {
+	if j == nil || j.DeletionTimestamp != nil || !jobFinished(j) {
 		return nil
 	}
 	err := p.cluster.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID})

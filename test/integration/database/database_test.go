@@ -2,9 +2,11 @@ package database
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
@@ -136,7 +138,16 @@ func TestAbortFromMigrating(t *testing.T) {
 	s.update(release("2026.1"))
 	s.finishJob("db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+	migrate := s.job("db-migrate")
 	s.update(release("2025.2"))
+	// The abort waits for the running migrate Job: it is never cut short.
+	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+	s.Eventually("the abort to wait for the running migrate Job", func() bool {
+		c = s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+		return strings.Contains(c.Message, "aborting the upgrade to 2026.1")
+	}, nil)
+	s.sameJob("db-migrate", migrate)
+	s.finishJob("db-migrate", true)
 	s.events("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 	g := s.glanceObj()
@@ -357,5 +368,86 @@ func TestBrownfieldCreatesNoMariaDBObjects(t *testing.T) {
 		if len(list.Items) != 0 {
 			t.Errorf("a brownfield Glance created %d %s objects", len(list.Items), kind)
 		}
+	}
+}
+
+// sameJob checks, for a while, that the Job of kind is still the one given
+// (same UID, not being deleted): nothing cut it short.
+func (s *scene) sameJob(kind string, want *batchv1.Job) {
+	s.t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		var j batchv1.Job
+		err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-" + kind}, &j)
+		if err != nil || j.UID != want.UID || j.DeletionTimestamp != nil {
+			s.t.Fatalf("the running %s Job was cut short: %v (UID %s, was %s; deleting %v)", kind, err, j.UID, want.UID, j.DeletionTimestamp != nil)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConfigChangeNeverKillsARunningSchemaJob: a change of the config (and
+// so of every schema Job's pod template) while a Job runs leaves it to
+// finish; db-sync then runs again with the new inputs, and a phase Job that
+// succeeded is not run again for the same upgrade.
+func TestConfigChangeNeverKillsARunningSchemaJob(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.ready(false)
+	s.Glance()
+	s.provision()
+	n := 0
+	touch := func() {
+		n++
+		s.update(func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": fmt.Sprint(1099511627776 + n)}}
+		})
+	}
+
+	sync := s.job("db-sync")
+	touch()
+	s.sameJob("db-sync", sync)
+	s.finishJob("db-sync", true)
+	s.Eventually("db-sync to run again with the new config", func() bool {
+		return s.job("db-sync").UID != sync.UID
+	}, nil)
+	s.finishJob("db-sync", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	s.rollOut()
+	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
+
+	s.update(release("2026.1"))
+	expand := s.job("db-expand")
+	touch()
+	s.sameJob("db-expand", expand)
+	s.finishJob("db-expand", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
+
+	migrate := s.job("db-migrate")
+	touch()
+	s.sameJob("db-migrate", migrate)
+	s.sameJob("db-expand", expand) // succeeded for this upgrade: not run again
+	s.finishJob("db-migrate", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
+	s.deployment(func(d *appsv1.Deployment) bool {
+		return strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":2026.1")
+	})
+	s.rollOut()
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
+
+	contract := s.job("db-contract")
+	touch()
+	s.sameJob("db-contract", contract)
+	s.finishJob("db-contract", true)
+	s.Eventually("a db-sync Job with the new image", func() bool {
+		return strings.HasSuffix(s.job("db-sync").Spec.Template.Spec.Containers[0].Image, ":2026.1")
+	}, nil)
+	s.finishJob("db-sync", true)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	if g := s.glanceObj(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
+		t.Errorf("status after the upgrade %+v", g.Status)
 	}
 }
