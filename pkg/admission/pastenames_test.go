@@ -3,6 +3,7 @@ package admission
 import (
 	"bufio"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -52,11 +53,11 @@ func TestAdmissionRefusesEveryPasteNameTheRendererEmits(t *testing.T) {
 	// nothing: the composite, the pipeline, an app and a filter.
 	for _, n := range []string{render.PasteApp, "api", "apiv2app", "authtoken", "cache"} {
 		if !emitted[n] {
-			t.Fatalf("the rendered paste inis do not name %q; names seen: %v", n, sortedKeys(emitted))
+			t.Fatalf("the rendered paste inis do not name %q; names seen: %v", n, slices.Sorted(maps.Keys(emitted)))
 		}
 	}
 
-	for _, n := range sortedKeys(emitted) {
+	for _, n := range slices.Sorted(maps.Keys(emitted)) {
 		// Paste names are matched without regard to case.
 		for _, spelled := range []string{n, strings.ToUpper(n)} {
 			g := baseGlance(func(g *v1alpha1.Glance) {

@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -198,7 +200,7 @@ func validateMiddleware(mws []v1alpha1.MiddlewareSpec, p *field.Path) field.Erro
 			errs = append(errs, field.Invalid(mp.Child("name"), mw.Name, "is a filter or app the operator renders itself"))
 		}
 		cp := mp.Child("config")
-		for _, key := range sortedKeys(mw.Config) {
+		for _, key := range slices.Sorted(maps.Keys(mw.Config)) {
 			if reason := render.ReservedPasteKey(key); reason != "" {
 				errs = append(errs, field.Invalid(cp.Key(key), key, reason))
 			}
@@ -232,7 +234,7 @@ func validatePlugins(plugins []v1alpha1.PluginSpec, p *field.Path) field.ErrorLi
 // no empty names, and nothing that could end a line or open a section.
 func validateExtraConfig(cfg map[string]map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, section := range sortedKeys(cfg) {
+	for _, section := range slices.Sorted(maps.Keys(cfg)) {
 		sp := p.Key(section)
 		switch {
 		case section == "":
@@ -248,7 +250,7 @@ func validateExtraConfig(cfg map[string]map[string]string, p *field.Path) field.
 // validateOptions checks the keys and values of one INI section.
 func validateOptions(opts map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, key := range sortedKeys(opts) {
+	for _, key := range slices.Sorted(maps.Keys(opts)) {
 		kp := p.Key(key)
 		switch {
 		case key == "":
@@ -271,13 +273,4 @@ func validateSchedule(schedule string, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, schedule, "not a valid cron schedule: "+err.Error())}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

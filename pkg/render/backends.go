@@ -2,6 +2,8 @@ package render
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,7 +107,7 @@ func setBackend(f *INI, b Backend) error {
 	}
 	// extraOptions are oslo.config options the user writes: verbatim. The
 	// ones the operator renders stay the operator's (the CRD refuses them).
-	for _, k := range sortedKeys(b.Spec.ExtraOptions) {
+	for _, k := range slices.Sorted(maps.Keys(b.Spec.ExtraOptions)) {
 		if lk := strings.ToLower(k); strings.HasPrefix(lk, "s3_store_") || lk == "store_description" {
 			return fmt.Errorf("backend %q: extraOptions key %q is rendered by the operator", name, k)
 		}

@@ -2,8 +2,9 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -171,7 +172,7 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		}
 		f.Set("image_import_opts", "image_import_plugins", "["+strings.Join(names, ",")+"]")
 		for _, p := range s.Plugins {
-			for _, k := range sortedKeys(p.Config) {
+			for _, k := range slices.Sorted(maps.Keys(p.Config)) {
 				f.Set(p.ConfigSection, k, p.Config[k])
 			}
 		}
@@ -179,8 +180,8 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 
 	// extraConfig goes last so that it overrides whatever the operator
 	// rendered; its values are written verbatim (oslo.config semantics).
-	for _, section := range sortedKeys(s.ExtraConfig) {
-		for _, k := range sortedKeys(s.ExtraConfig[section]) {
+	for _, section := range slices.Sorted(maps.Keys(s.ExtraConfig)) {
+		for _, k := range slices.Sorted(maps.Keys(s.ExtraConfig[section])) {
 			f.Set(section, k, s.ExtraConfig[section][k])
 		}
 	}
@@ -237,13 +238,4 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

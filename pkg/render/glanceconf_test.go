@@ -1,6 +1,8 @@
 package render
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,7 +297,7 @@ func TestConfigFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(files) != len(tt.want) {
-				t.Errorf("files %v, want %v", sortedKeys(files), tt.want)
+				t.Errorf("files %v, want %v", slices.Sorted(maps.Keys(files)), tt.want)
 			}
 			for _, k := range tt.want {
 				if files[k] == "" {

@@ -2,6 +2,8 @@ package render
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,7 +84,7 @@ func LoggingConf(s *v1alpha1.GlanceSpec) (string, error) {
 	// being the names themselves.
 	used := map[string]bool{"root": true}
 	var handles, names []string
-	for _, name := range sortedKeys(r.perLogger) {
+	for _, name := range slices.Sorted(maps.Keys(r.perLogger)) {
 		switch {
 		case name == "" || name == "root":
 			// fileConfig would reconfigure the root logger and drop its handler.

@@ -2,7 +2,9 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -107,7 +109,7 @@ func PasteINI(s *v1alpha1.GlanceSpec) (string, error) {
 	for i, mw := range s.Middleware {
 		section := "filter:" + mw.Name
 		f.Set(section, "paste.filter_factory", mw.FilterFactory)
-		for _, k := range sortedKeys(mw.Config) {
+		for _, k := range slices.Sorted(maps.Keys(mw.Config)) {
 			if reason := ReservedPasteKey(k); reason != "" {
 				return "", fmt.Errorf("spec.middleware[%d].config key %q %s", i, k, reason)
 			}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -148,7 +149,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	name := render.BackendsSecretName(g.Name, data)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentBackends)},
-		Immutable:  ptrTrue(),
+		Immutable:  ptr.To(true),
 		StringData: data,
 		Type:       corev1.SecretTypeOpaque,
 	}
@@ -210,5 +211,3 @@ func backendNotes(waiting, skipped []string) string {
 	}
 	return "; " + strings.Join(notes, "; ")
 }
-
-func ptrTrue() *bool { v := true; return &v }

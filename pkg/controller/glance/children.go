@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -126,7 +127,7 @@ func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.
 	})
 	kept := 0
 	for _, obj := range items {
-		if contains(keep, obj.GetName()) {
+		if slices.Contains(keep, obj.GetName()) {
 			continue
 		}
 		if kept < historyKept {
@@ -138,13 +139,4 @@ func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s && s != "" {
-			return true
-		}
-	}
-	return false
 }

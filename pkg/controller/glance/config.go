@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -51,7 +52,7 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 	name := render.ConfigMapName(g.Name, files)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentConfig)},
-		Immutable:  ptrTrue(),
+		Immutable:  ptr.To(true),
 		Data:       files,
 	}
 	if err := ensureImmutable(ctx, p, g, cm); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,10 +37,8 @@ func deleteChild(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Ob
 // ownedBy reports whether obj is the Glance's: its controller reference on
 // the management cluster, its owner labels on a target cluster.
 func ownedBy(obj client.Object, g *v1alpha1.Glance) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == g.UID && ref.Controller != nil && *ref.Controller {
-			return true
-		}
+	if metav1.IsControlledBy(obj, g) {
+		return true
 	}
 	key, ok := targetcluster.OwnerOf(obj.GetLabels(), "Glance")
 	return ok && key == client.ObjectKeyFromObject(g)

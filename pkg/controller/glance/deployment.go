@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -83,7 +84,7 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 		return ctrl.Result{RequeueAfter: DeploymentPollInterval}, nil
 	}
 	pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady,
-		fmt.Sprintf("%d/%d replicas ready with the current template", d.Status.ReadyReplicas, ptrValue(d.Spec.Replicas)))
+		fmt.Sprintf("%d/%d replicas ready with the current template", d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 0)))
 	if g.Status.UpgradePhase == v1alpha1.UpgradePhaseRollingUpdate {
 		g.Status.UpgradePhase = v1alpha1.UpgradePhaseContracting
 		p.r.Recorder.Eventf(g, nil, corev1.EventTypeNormal, "DeploymentRolloutComplete", "Upgrade",
@@ -98,7 +99,7 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 // controller has seen the current spec and every replica runs it and is
 // available.
 func rolloutPending(d *appsv1.Deployment) string {
-	want := ptrValue(d.Spec.Replicas)
+	want := ptr.Deref(d.Spec.Replicas, 0)
 	st := d.Status
 	switch {
 	case st.ObservedGeneration < d.Generation:
@@ -116,13 +117,6 @@ func rolloutPending(d *appsv1.Deployment) string {
 		}
 	}
 	return ""
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // AnnotationRenderedHash records the digest of what the operator rendered

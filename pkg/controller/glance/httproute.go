@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -72,8 +73,8 @@ func reconcileHTTPRoute(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.
 // for the route's parent.
 func routeAccepted(route *gatewayv1.HTTPRoute, parent gatewayv1.ParentReference) (bool, string) {
 	for _, ps := range route.Status.Parents {
-		if ps.ParentRef.Name != parent.Name || ptrString(ps.ParentRef.Namespace) != ptrString(parent.Namespace) ||
-			ptrString(ps.ParentRef.SectionName) != ptrString(parent.SectionName) {
+		if ps.ParentRef.Name != parent.Name || ptr.Deref(ps.ParentRef.Namespace, "") != ptr.Deref(parent.Namespace, "") ||
+			ptr.Deref(ps.ParentRef.SectionName, "") != ptr.Deref(parent.SectionName, "") {
 			continue
 		}
 		for _, c := range ps.Conditions {
@@ -87,11 +88,4 @@ func routeAccepted(route *gatewayv1.HTTPRoute, parent gatewayv1.ParentReference)
 		}
 	}
 	return false, fmt.Sprintf("Gateway %s has not reported on HTTPRoute %s yet", parent.Name, route.Name)
-}
-
-func ptrString[T ~string](p *T) string {
-	if p == nil {
-		return ""
-	}
-	return string(*p)
 }
