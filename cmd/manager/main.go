@@ -20,6 +20,7 @@ import (
 
 	"github.com/c5c3/glance-operator/pkg/logging"
 	"github.com/c5c3/glance-operator/pkg/operator"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 func main() {
@@ -38,6 +39,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconciles each controller runs at once")
 	fs.StringVar(&watchNamespaces, "watch-namespace", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.ClustersNamespace, "clusters-namespace", "glance-system", "namespace of the target clusters' kubeconfig Secrets")
+	fs.StringVar(&o.ClusterDomain, "cluster-domain", render.DefaultClusterDomain, "cluster DNS domain of Service names, for the health probe and status.endpoint")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace the operator runs in; NetworkPolicies admit its health probes from there (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.DevHealthcheckAddress, "dev-healthcheck-address", "", "DEVELOPMENT ONLY: send every /healthcheck probe to this host:port instead of the Glance's Service, for a manager running outside the cluster")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish on SIGTERM")

@@ -63,6 +63,9 @@ type Options struct {
 	// NewClient, when set, builds the manager's client (tests wrap it to
 	// count writes).
 	NewClient client.NewClientFunc
+	// ClusterDomain is the cluster DNS domain of Service names, for the
+	// health probe and status.endpoint.
+	ClusterDomain string
 	// OperatorNamespace is where the operator runs; NetworkPolicies admit
 	// its health probes from there.
 	OperatorNamespace string
@@ -175,6 +178,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
 		Recorder:          mgr.GetEventRecorder("glance-operator"),
 		OperatorNamespace: o.OperatorNamespace,
+		ClusterDomain:     o.ClusterDomain,
 		Prober:            glance.HTTPProber{Redirect: o.DevHealthcheckAddress},
 		Probes:            glance.NewProbeCache(),
 	}

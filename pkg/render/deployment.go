@@ -381,9 +381,13 @@ func effectiveMinReplicas(g *v1alpha1.Glance) int32 {
 	return n
 }
 
+// DefaultClusterDomain is the cluster DNS domain the Service names end in,
+// unless the manager is told another (--cluster-domain).
+const DefaultClusterDomain = "cluster.local"
+
 // Endpoint is status.endpoint: the gateway URL with spec.gateway, else the
-// cluster-local Service URL. Both end in a slash.
-func Endpoint(g *v1alpha1.Glance) string {
+// cluster-local Service URL in clusterDomain. Both end in a slash.
+func Endpoint(g *v1alpha1.Glance, clusterDomain string) string {
 	if gw := g.Spec.Gateway; gw != nil {
 		path := orDefault(gw.Path, v1alpha1.DefaultGatewayPath)
 		if !strings.HasPrefix(path, "/") {
@@ -394,5 +398,5 @@ func Endpoint(g *v1alpha1.Glance) string {
 		}
 		return "https://" + gw.Hostname + path
 	}
-	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d/", g.Name, g.Namespace, v1alpha1.APIPort)
+	return fmt.Sprintf("http://%s.%s.svc.%s:%d/", g.Name, g.Namespace, clusterDomain, v1alpha1.APIPort)
 }

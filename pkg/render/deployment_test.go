@@ -737,18 +737,20 @@ func TestEndpoint(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		gateway *v1alpha1.GatewaySpec
+		domain  string
 		want    string
 	}{
-		{"cluster-local", nil, "http://glance.openstack.svc.cluster.local:9292/"},
-		{"gateway default path", &v1alpha1.GatewaySpec{Hostname: "image.example.com"}, "https://image.example.com/"},
-		{"gateway root path", &v1alpha1.GatewaySpec{Hostname: "image.example.com", Path: "/"}, "https://image.example.com/"},
-		{"gateway path gets a trailing slash", &v1alpha1.GatewaySpec{Hostname: "api.example.com", Path: "/image"}, "https://api.example.com/image/"},
-		{"gateway path with a trailing slash", &v1alpha1.GatewaySpec{Hostname: "api.example.com", Path: "/image/"}, "https://api.example.com/image/"},
+		{"cluster-local", nil, DefaultClusterDomain, "http://glance.openstack.svc.cluster.local:9292/"},
+		{"another cluster domain", nil, "region-two.internal", "http://glance.openstack.svc.region-two.internal:9292/"},
+		{"gateway default path", &v1alpha1.GatewaySpec{Hostname: "image.example.com"}, DefaultClusterDomain, "https://image.example.com/"},
+		{"gateway root path", &v1alpha1.GatewaySpec{Hostname: "image.example.com", Path: "/"}, DefaultClusterDomain, "https://image.example.com/"},
+		{"gateway path gets a trailing slash", &v1alpha1.GatewaySpec{Hostname: "api.example.com", Path: "/image"}, DefaultClusterDomain, "https://api.example.com/image/"},
+		{"gateway path with a trailing slash", &v1alpha1.GatewaySpec{Hostname: "api.example.com", Path: "/image/"}, "region-two.internal", "https://api.example.com/image/"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := minimalGlance()
 			g.Spec.Gateway = tt.gateway
-			if got := Endpoint(g); got != tt.want {
+			if got := Endpoint(g, tt.domain); got != tt.want {
 				t.Errorf("Endpoint = %q, want %q", got, tt.want)
 			}
 		})

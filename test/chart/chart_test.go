@@ -161,7 +161,7 @@ func TestWorkloads(t *testing.T) {
 
 			manager := decode[appsv1.Deployment](t, mustGet(t, r, "Deployment", managerName))
 			args := manager.Spec.Template.Spec.Containers[0].Args
-			for _, want := range []string{"--leader-elect=true", "--leader-election-namespace=" + Namespace, "--operator-namespace=" + Namespace} {
+			for _, want := range []string{"--leader-elect=true", "--leader-election-namespace=" + Namespace, "--operator-namespace=" + Namespace, "--cluster-domain=cluster.local"} {
 				if !slices.Contains(args, want) {
 					t.Errorf("manager args %v lack %s", args, want)
 				}

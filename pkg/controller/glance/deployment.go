@@ -78,7 +78,7 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 		return ctrl.Result{}, err
 	}
 
-	g.Status.Endpoint = render.Endpoint(g)
+	g.Status.Endpoint = render.Endpoint(g, p.r.clusterDomain())
 	if msg := rolloutPending(d); msg != "" {
 		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment, msg)
 		return ctrl.Result{RequeueAfter: DeploymentPollInterval}, nil

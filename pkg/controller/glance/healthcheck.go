@@ -115,15 +115,16 @@ func (c *ProbeCache) Forget(uid types.UID) {
 	}
 }
 
-// HealthcheckURL is the cluster-local health check of a Glance.
-func HealthcheckURL(g *v1alpha1.Glance) string {
-	return fmt.Sprintf("http://%s.%s.svc.cluster.local:%d%s", g.Name, g.Namespace, v1alpha1.APIPort, render.HealthcheckPath)
+// HealthcheckURL is the cluster-local health check of a Glance, its
+// Service's name in clusterDomain.
+func HealthcheckURL(g *v1alpha1.Glance, clusterDomain string) string {
+	return fmt.Sprintf("http://%s.%s.svc.%s:%d%s", g.Name, g.Namespace, clusterDomain, v1alpha1.APIPort, render.HealthcheckPath)
 }
 
 // reconcileHealthCheck gets /healthcheck of the cluster-local Service,
 // through the TTL cache of passing probes.
 func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
-	target := HealthcheckURL(g)
+	target := HealthcheckURL(g, p.r.clusterDomain())
 	key := probeKey{uid: g.UID, url: target}
 	if p.r.Probes.fresh(key) {
 		pipeline.SetCondition(g, v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy, target+" answered 200")

@@ -17,6 +17,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
@@ -43,6 +44,9 @@ type Reconciler struct {
 	// GatewayAPI says whether the management cluster served the Gateway
 	// API when the controller was set up.
 	GatewayAPI bool
+	// ClusterDomain is the cluster DNS domain of the Services' names;
+	// empty means render.DefaultClusterDomain.
+	ClusterDomain string
 
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
@@ -129,4 +133,11 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 	r.Metrics.ForgetGlance(g.Namespace, g.Name)
 	r.Probes.Forget(g.UID)
 	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) clusterDomain() string {
+	if r.ClusterDomain == "" {
+		return render.DefaultClusterDomain
+	}
+	return r.ClusterDomain
 }

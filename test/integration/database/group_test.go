@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var allConditions = fixtures.ReadyReasons
@@ -291,4 +293,29 @@ func TestWaitingForBackendsReachesDeploymentReady(t *testing.T) {
 	})
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
+}
+
+// TestClusterDomain: a manager told another cluster DNS domain probes and
+// publishes the Service's name in it.
+func TestClusterDomain(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.stop()
+	mgr, err := operatortest.StartManager(cfg, operator.Options{
+		WatchNamespaces: []string{s.NS}, OperatorNamespace: "glance-system",
+		DevHealthcheckAddress: strings.TrimPrefix(healthy.URL, "http://"), ClusterDomain: "region-two.internal",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mgr = mgr
+	s.install()
+	name := "glance." + s.NS + ".svc.region-two.internal:9292"
+	c := s.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy)
+	if !strings.Contains(c.Message, "http://"+name+"/healthcheck") {
+		t.Errorf("GlanceAPIReady %q does not name the probe in the cluster domain", c.Message)
+	}
+	if got := s.glanceObj().Status.Endpoint; got != "http://"+name+"/" {
+		t.Errorf("status.endpoint = %q, want http://%s/", got, name)
+	}
 }
