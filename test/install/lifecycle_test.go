@@ -298,27 +298,9 @@ func (l *load) stop() (sent int64, failed []error, p50, p99 time.Duration) {
 	return l.sent.Load(), l.failed, p50, p99
 }
 
-// dryRunCreate creates a Glance with dry run: both webhooks judge it, and
-// nothing is stored.
+// dryRunCreate sends a dry-run create through both webhooks.
 func dryRunCreate(ctx context.Context, c client.Client, name string) error {
-	g := &v1alpha1.Glance{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "openstack"},
-		Spec: v1alpha1.GlanceSpec{
-			OpenStackRelease: "2025.2",
-			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: "2025.2"},
-			Database:         v1alpha1.DatabaseSpec{Host: "db.example.com", Database: "glance", SecretRef: v1alpha1.SecretKeySelector{Name: "glance-db"}},
-			Cache:            &v1alpha1.CacheSpec{Servers: []string{"memcached:11211"}},
-			KeystoneEndpoint: "http://keystone:5000/v3",
-			ServiceUser:      v1alpha1.ServiceUserSpec{SecretRef: v1alpha1.SecretKeySelector{Name: "glance-service-user"}},
-		},
-	}
-	if err := c.Create(ctx, g, client.DryRunAll); err != nil {
-		return err
-	}
-	if g.Spec.Deployment == nil || len(g.Spec.Deployment.Resources.Requests) == 0 {
-		return fmt.Errorf("dry-run create of %s came back without the mutating webhook's defaults", name)
-	}
-	return nil
+	return stack.DryRunThroughWebhooks(ctx, c, "openstack", name)
 }
 
 var netDialer = net.Dialer{Timeout: 5 * time.Second}

@@ -96,9 +96,9 @@ func (s *Stack) InstallChart(values map[string]any) (*release.Release, error) {
 	return rel, nil
 }
 
-// installedDeploymentArgs returns the container arguments of the installed
-// chart's Deployment of a component.
-func (s *Stack) installedDeploymentArgs(ctx context.Context, cl client.Client, component string) ([]string, error) {
+// installedDeployment returns the installed release's Deployment of a
+// component.
+func (s *Stack) installedDeployment(ctx context.Context, cl client.Client, component string) (*appsv1.Deployment, error) {
 	var list appsv1.DeploymentList
 	if err := cl.List(ctx, &list, client.InNamespace(OperatorNamespace), client.MatchingLabels{componentLabel: component, "app.kubernetes.io/instance": chart.ReleaseName}); err != nil {
 		return nil, err
@@ -106,7 +106,17 @@ func (s *Stack) installedDeploymentArgs(ctx context.Context, cl client.Client, c
 	if len(list.Items) != 1 || len(list.Items[0].Spec.Template.Spec.Containers) == 0 {
 		return nil, fmt.Errorf("the release has %d Deployments of %s, want 1", len(list.Items), component)
 	}
-	return list.Items[0].Spec.Template.Spec.Containers[0].Args, nil
+	return &list.Items[0], nil
+}
+
+// installedDeploymentArgs returns the container arguments of the installed
+// chart's Deployment of a component.
+func (s *Stack) installedDeploymentArgs(ctx context.Context, cl client.Client, component string) ([]string, error) {
+	d, err := s.installedDeployment(ctx, cl, component)
+	if err != nil {
+		return nil, err
+	}
+	return d.Spec.Template.Spec.Containers[0].Args, nil
 }
 
 // startInstalledWebhook serves the installed webhook: it waits for the
@@ -124,11 +134,13 @@ func (s *Stack) startInstalledWebhook(ctx context.Context, bin string, cl client
 		return fmt.Errorf("the release's webhooks name no Service")
 	}
 	service := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	args, err := s.installedDeploymentArgs(ctx, cl, webhookComponent)
+	deployment, err := s.installedDeployment(ctx, cl, webhookComponent)
 	if err != nil {
 		return err
 	}
-	secretName, err := s.installedWebhookSecret(ctx, cl)
+	pod := deployment.Spec.Template.Spec
+	args := pod.Containers[0].Args
+	secretName, err := certDirSecret(pod)
 	if err != nil {
 		return err
 	}
@@ -168,11 +180,7 @@ func (s *Stack) startInstalledWebhook(ctx context.Context, bin string, cl client
 	// The forwarder listens where a pod would: the container port the
 	// Service targets.
 	var containerPort int32
-	var deployment appsv1.DeploymentList
-	if err := cl.List(ctx, &deployment, client.InNamespace(OperatorNamespace), client.MatchingLabels{componentLabel: webhookComponent}); err != nil || len(deployment.Items) != 1 {
-		return fmt.Errorf("the webhook Deployment: %v", err)
-	}
-	for _, p := range deployment.Items[0].Spec.Template.Spec.Containers[0].Ports {
+	for _, p := range pod.Containers[0].Ports {
 		if p.Name == servicePort.TargetPort.String() || p.ContainerPort == servicePort.TargetPort.IntVal {
 			containerPort = p.ContainerPort
 		}
@@ -190,14 +198,8 @@ func (s *Stack) startInstalledWebhook(ctx context.Context, bin string, cl client
 	return s.waitWebhookCalled(ctx, cl)
 }
 
-// installedWebhookSecret is the Secret the installed webhook Deployment
-// mounts at its --cert-dir.
-func (s *Stack) installedWebhookSecret(ctx context.Context, cl client.Client) (string, error) {
-	var list appsv1.DeploymentList
-	if err := cl.List(ctx, &list, client.InNamespace(OperatorNamespace), client.MatchingLabels{componentLabel: webhookComponent}); err != nil || len(list.Items) != 1 {
-		return "", fmt.Errorf("the webhook Deployment: %v", err)
-	}
-	pod := list.Items[0].Spec.Template.Spec
+// certDirSecret is the Secret a webhook pod mounts at its --cert-dir.
+func certDirSecret(pod corev1.PodSpec) (string, error) {
 	for _, v := range pod.Volumes {
 		if v.Secret == nil {
 			continue

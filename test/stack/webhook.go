@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -75,20 +74,26 @@ func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certD
 	})
 }
 
-// waitWebhookCalled returns once the API server calls the webhook. It picks
-// configurations up asynchronously: a dry-run create that comes back with a
-// default only the webhook sets proves that it calls the webhook.
+// waitWebhookCalled returns once the API server calls the webhook: it picks
+// configurations up asynchronously.
 func (s *Stack) waitWebhookCalled(ctx context.Context, cl client.Client) error {
 	return s.poll(ctx, "the API server to call glance-webhook", time.Minute, func(ctx context.Context) (bool, error) {
-		g := webhookProbe()
-		if err := cl.Create(ctx, g, client.DryRunAll); err != nil {
-			return false, err
-		}
-		if g.Spec.Deployment == nil || len(g.Spec.Deployment.Resources.Requests) == 0 {
-			return false, errors.New("the dry-run Glance came back without the webhook's default resources")
-		}
-		return true, nil
+		return true, DryRunThroughWebhooks(ctx, cl, OperatorNamespace, "webhook-probe")
 	})
+}
+
+// DryRunThroughWebhooks creates a Glance with dry run: both webhooks judge
+// it and nothing is stored. It comes back with a default only the mutating
+// webhook sets, or the call did not reach the webhooks.
+func DryRunThroughWebhooks(ctx context.Context, cl client.Client, namespace, name string) error {
+	g := webhookProbe(namespace, name)
+	if err := cl.Create(ctx, g, client.DryRunAll); err != nil {
+		return err
+	}
+	if g.Spec.Deployment == nil || len(g.Spec.Deployment.Resources.Requests) == 0 {
+		return fmt.Errorf("the dry-run Glance %s came back without the webhook's default resources", name)
+	}
+	return nil
 }
 
 // withFlags returns args with each --name=value of set replacing the flag
@@ -112,9 +117,9 @@ func withFlags(args []string, set ...string) []string {
 
 // webhookProbe is a valid Glance without spec.deployment: the webhook, not
 // the CRD schema, defaults spec.deployment.resources.
-func webhookProbe() *v1alpha1.Glance {
+func webhookProbe(namespace, name string) *v1alpha1.Glance {
 	return &v1alpha1.Glance{
-		ObjectMeta: metav1.ObjectMeta{Name: "webhook-probe", Namespace: OperatorNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: v1alpha1.GlanceSpec{
 			OpenStackRelease: "2025.2",
 			Image:            v1alpha1.ImageSpec{Repository: "registry.example.com/openstack/glance", Tag: "2025.2"},
