@@ -79,9 +79,15 @@ const (
 
 	ReasonHPAReady       = "HPAReady"
 	ReasonHPANotRequired = "HPANotRequired"
+	// ReasonHPAFailed: the HPA could not be rendered or applied; the message
+	// carries the error, the API server's refusal included.
+	ReasonHPAFailed = "HPAFailed"
 
 	ReasonNetworkPolicyReady       = "NetworkPolicyReady"
 	ReasonNetworkPolicyNotRequired = "NetworkPolicyNotRequired"
+	// ReasonNetworkPolicyFailed: the NetworkPolicy could not be rendered or
+	// applied; the message carries the error.
+	ReasonNetworkPolicyFailed = "NetworkPolicyFailed"
 
 	ReasonHTTPRouteAccepted      = "HTTPRouteAccepted"
 	ReasonHTTPRouteNotRequired   = "HTTPRouteNotRequired"

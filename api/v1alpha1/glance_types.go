@@ -6,6 +6,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Glance runs the OpenStack Glance image service: its API Deployment, database
@@ -623,17 +624,21 @@ type SecretStoreReference struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.configMapRef)",message="policyOverrides needs rules, configMapRef or both"
 type PolicyOverridesSpec struct {
-	// rules maps a policy name to its check string.
+	// rules maps a policy name to its check string. Neither may be empty.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=256
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k != '' && self[k] != '')",message="policyOverrides.rules must not contain an empty policy name or rule"
-	Rules map[string]string `json:"rules,omitempty"`
+	Rules map[string]PolicyRule `json:"rules,omitempty"`
 
 	// configMapRef names a ConfigMap in this namespace whose "policy.yaml"
 	// key holds further rules.
 	// +optional
 	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
 }
+
+// PolicyRule is an oslo.policy check string.
+//
+// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="check string must not be empty: oslo.policy reads it as allow-all; write \"@\" if that is meant"
+type PolicyRule string
 
 // MiddlewarePosition places a filter in the API pipeline.
 // +kubebuilder:validation:Enum=before;after
@@ -699,9 +704,9 @@ type PluginSpec struct {
 // ImageCacheSpec enables the image cache.
 type ImageCacheSpec struct {
 	// size bounds the image-cache emptyDir. The pruner keeps the cache at 80%
-	// of it (image_cache_max_size).
+	// of it (image_cache_max_size). Between 1Mi and 1Pi.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="imageCache.size must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('1Mi')) && !quantity(string(self)).isGreaterThan(quantity('1Pi'))",message="imageCache.size must be between 1Mi and 1Pi"
 	Size resource.Quantity `json:"size"`
 
 	// maintenanceInterval is how often the sidecar runs the pruner and the
@@ -852,6 +857,19 @@ type GlanceStatus struct {
 	// upgradePhase is the step of the in-flight upgrade; empty when idle.
 	// +optional
 	UpgradePhase UpgradePhase `json:"upgradePhase,omitempty"`
+
+	// dbSyncCountedJob is the UID of the finished db-sync Job whose outcome
+	// the operator has counted in its metrics, so that each run counts once.
+	// +optional
+	DBSyncCountedJob types.UID `json:"dbSyncCountedJob,omitempty"`
+
+	// dbPurgeCountedJobs are the UIDs of the finished db-purge runs, among
+	// those that still exist, whose outcome the operator has counted in its
+	// metrics and events: each run counts once, whatever the order in which
+	// runs finish.
+	// +optional
+	// +listType=set
+	DBPurgeCountedJobs []types.UID `json:"dbPurgeCountedJobs,omitempty"`
 }
 
 // GlanceList is a list of Glance.

@@ -68,14 +68,16 @@ type GlanceBackendSpec struct {
 	// store_description) are refused.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 256 && k.matches('^[A-Za-z0-9_]+$'))",message="extraOptions keys must be 1-256 characters of letters, digits and '_'"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.lowerAscii().startsWith('s3_store_') && k.lowerAscii() != 'store_description')",message="extraOptions must not set s3_store_* or store_description: the operator renders them from spec.s3"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !self[k].contains('\\n') && !self[k].contains('\\r'))",message="extraOptions values must not contain line breaks"
 	ExtraOptions map[string]OptionValue `json:"extraOptions,omitempty"`
 }
 
-// OptionValue is the value of an oslo.config option.
+// The value rules sit on the value type, not on the map, so that the API
+// server names the entry in its error. The key rules cannot (CEL has no way
+// to put a key into the path); admission.ValidateGlanceBackend judges them.
+
+// OptionValue is the value of an oslo.config option, on one line.
 // +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule="!self.contains('\\n') && !self.contains('\\r')",message="value must not contain line breaks"
 type OptionValue string
 
 // BucketURLFormat says how the bucket appears in request URLs.

@@ -157,6 +157,9 @@ func TestValidateGlance(t *testing.T) {
 		{name: "extra config", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"show_image_direct_url": "true", "empty_value": ""}, "oslo_messaging_notifications": {"driver": "noop"}}
 		})},
+		{name: "policy rules", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{Rules: map[string]v1alpha1.PolicyRule{"get_images": "role:reader", "publicize_image": "!"}}
+		})},
 		{name: "valid purge schedules", new: baseGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "@daily"} })},
 		{name: "cron with ranges and steps", new: baseGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "*/15 1-5 * * MON-FRI"} })},
 		{name: "image cache at the floor", new: baseGlance(func(g *v1alpha1.Glance) { g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: qty("1Gi")} })},
@@ -236,7 +239,16 @@ func TestValidateGlance(t *testing.T) {
 		}), errs: []string{"spec.middleware[0].name|FieldValueInvalid|"}},
 		{name: "middleware config injecting a section", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: "x", FilterFactory: "m:f", Config: map[string]string{"k": "v\n[filter:authtoken]"}}}
-		}), errs: []string{"spec.middleware[0].config[k]|FieldValueInvalid|value must not contain line breaks"}},
+		}), errs: []string{"spec.middleware[0].config[k]|FieldValueInvalid|value contains the control character U+000"}},
+		{name: "middleware config with a paste directive", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: "x", FilterFactory: "m:f", Config: map[string]string{"use": "egg:evil"}}}
+		}), errs: []string{"spec.middleware[0].config[use]|FieldValueInvalid|is a paste.deploy directive"}},
+		{name: "middleware config key with equals", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: "x", FilterFactory: "m:f", Config: map[string]string{"bad=key": "v"}}}
+		}), errs: []string{"spec.middleware[0].config[bad=key]|FieldValueInvalid|option name contains '=', ':', '[' or ']'"}},
+		{name: "middleware config errors in the second filter", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: "x", FilterFactory: "m:f"}, {Name: "y", FilterFactory: "m:g", Config: map[string]string{"z": "\n", "a:b": "v"}}}
+		}), errs: []string{"spec.middleware[1].config[a:b]|FieldValueInvalid|option name contains '=', ':', '[' or ']'", "spec.middleware[1].config[z]|FieldValueInvalid|value contains the control character U+000"}},
 		{name: "plugin section owned by the operator", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.Plugins = []v1alpha1.PluginSpec{{Name: "p", ConfigSection: "keystone_authtoken"}}
 		}), errs: []string{"spec.plugins[0].configSection|FieldValueInvalid|is a section the operator renders itself"}},
@@ -245,22 +257,28 @@ func TestValidateGlance(t *testing.T) {
 		}), errs: []string{"spec.plugins[0].configSection|FieldValueInvalid|"}},
 		{name: "plugin config key with equals", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.Plugins = []v1alpha1.PluginSpec{{Name: "p", ConfigSection: "p", Config: map[string]string{"a=b": "c"}}}
-		}), errs: []string{"spec.plugins[0].config[a=b]|FieldValueInvalid|option name must not contain"}},
+		}), errs: []string{"spec.plugins[0].config[a=b]|FieldValueInvalid|option name contains '=', ':', '[' or ']'"}},
+		{name: "plugin config value with a line break", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Plugins = []v1alpha1.PluginSpec{{Name: "p", ConfigSection: "p", Config: map[string]string{"k": "v\n[DEFAULT]"}}}
+		}), errs: []string{"spec.plugins[0].config[k]|FieldValueInvalid|value contains the control character U+000"}},
+		{name: "extra config key with equals", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"bad=key": "1"}}
+		}), errs: []string{"spec.extraConfig[DEFAULT][bad=key]|FieldValueInvalid|option name contains '=', ':', '[' or ']'"}},
 		{name: "extra config empty section", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"": {"a": "b"}}
-		}), errs: []string{"spec.extraConfig[]|FieldValueInvalid|section name must not be empty"}},
+		}), errs: []string{"spec.extraConfig[]|FieldValueInvalid|section name is empty"}},
 		{name: "extra config section with a bracket", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT]\n[database": {"a": "b"}}
-		}), errs: []string{"spec.extraConfig[DEFAULT]\n[database]|FieldValueInvalid|section name must not contain line breaks or brackets"}},
+		}), errs: []string{"spec.extraConfig[DEFAULT]\n[database]|FieldValueInvalid|section name contains '[' or ']'"}},
 		{name: "extra config section with padding", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{" DEFAULT": {"a": "b"}}
 		}), errs: []string{"spec.extraConfig[ DEFAULT]|FieldValueInvalid|"}},
 		{name: "extra config empty key", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"": "b"}}
-		}), errs: []string{"spec.extraConfig[DEFAULT][]|FieldValueInvalid|option name must not be empty"}},
+		}), errs: []string{"spec.extraConfig[DEFAULT][]|FieldValueInvalid|option name is empty"}},
 		{name: "extra config key with a newline", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"debug = true\nx": "1"}}
-		}), errs: []string{"spec.extraConfig[DEFAULT][debug = true\nx]|FieldValueInvalid|option name must not contain"}},
+		}), errs: []string{"spec.extraConfig[DEFAULT][debug = true\nx]|FieldValueInvalid|option name contains '=', ':', '[' or ']'"}},
 		{name: "extra config key opening a section", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"[database]": "1"}}
 		}), errs: []string{"spec.extraConfig[DEFAULT][[database]]|FieldValueInvalid|"}},
@@ -272,10 +290,19 @@ func TestValidateGlance(t *testing.T) {
 		}), errs: []string{"spec.extraConfig[DEFAULT][a:b]|FieldValueInvalid|"}},
 		{name: "extra config value with CR", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"debug": "true\r[database]"}}
-		}), errs: []string{"spec.extraConfig[DEFAULT][debug]|FieldValueInvalid|value must not contain line breaks"}},
+		}), errs: []string{"spec.extraConfig[DEFAULT][debug]|FieldValueInvalid|value contains the control character U+000"}},
+		{name: "extra config value with a right-to-left override", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"oslo_policy": {"policy_default_rule": "admin\u202e"}}
+		}), errs: []string{"spec.extraConfig[oslo_policy][policy_default_rule]|FieldValueInvalid|value contains the bidirectional control character U+202E"}},
+		{name: "plugin config key with an isolate", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Plugins = []v1alpha1.PluginSpec{{Name: "p", ConfigSection: "p", Config: map[string]string{"k\u2067": "v"}}}
+		}), errs: []string{"spec.plugins[0].config[k\u2067]|FieldValueInvalid|option name contains the bidirectional control character U+2067"}},
 		{name: "every extra config error at once, sorted", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"b": {"": "x"}, "a": {"k": "v\n"}}
 		}), errs: []string{"spec.extraConfig[a][k]|FieldValueInvalid|", "spec.extraConfig[b][]|FieldValueInvalid|"}},
+		{name: "policy rule with an empty name", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{Rules: map[string]v1alpha1.PolicyRule{"": "role:admin"}}
+		}), errs: []string{"spec.policyOverrides.rules[]|FieldValueInvalid|policy name must not be empty"}},
 		{name: "purge schedule with six fields", new: baseGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "0 0 3 * * *"} }),
 			errs: []string{"spec.dbPurge.schedule|FieldValueInvalid|not a valid cron schedule"}},
 		{name: "purge schedule nonsense", new: baseGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "every night"} }),
@@ -401,6 +428,16 @@ func backendOf(name, glance string, isDefault bool, muts ...func(*v1alpha1.Glanc
 	return *b
 }
 
+// options sets extraOptions with the given keys.
+func options(keys ...string) func(*v1alpha1.GlanceBackend) {
+	return func(b *v1alpha1.GlanceBackend) {
+		b.Spec.ExtraOptions = map[string]v1alpha1.OptionValue{}
+		for _, k := range keys {
+			b.Spec.ExtraOptions[k] = "v"
+		}
+	}
+}
+
 func TestValidateGlanceBackend(t *testing.T) {
 	deleting := func(b *v1alpha1.GlanceBackend) { b.DeletionTimestamp = &metav1.Time{} }
 	otherNS := func(b *v1alpha1.GlanceBackend) { b.Namespace = "other" }
@@ -439,6 +476,26 @@ func TestValidateGlanceBackend(t *testing.T) {
 			errs:    []string{`spec.isDefault|FieldValueInvalid|"a"`}, wantCalls: 1},
 		{name: "update becoming default ignores its own stored copy", old: ptr.To(backendOf("b", "glance", false)), new: backendOf("b", "glance", true),
 			lookups: &fakeLookups{backends: []v1alpha1.GlanceBackend{backendOf("b", "glance", true)}}, wantCalls: 1},
+		{name: "plain extra options", new: backendOf("a", "glance", false, options("weight", "filesystem_store_chunk_size", "A_1", strings.Repeat("k", 256))), lookups: &fakeLookups{}},
+		{name: "extra option owned by the operator", new: backendOf("a", "glance", false, options("s3_store_access_key")), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[s3_store_access_key]|FieldValueInvalid|is rendered by the operator from spec.s3 (s3_store_* and store_description cannot be set here)"}},
+		{name: "extra option store_description in another case", new: backendOf("a", "glance", false, options("Store_Description")), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[Store_Description]|FieldValueInvalid|is rendered by the operator"}},
+		{name: "extra option key with a dash", new: backendOf("a", "glance", false, options("a-b")), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[a-b]|FieldValueInvalid|option name must be 1-256 characters of letters, digits and '_'"}},
+		{name: "extra option key opening a section", new: backendOf("a", "glance", false, options("x\n[DEFAULT]\ndebug")), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[x\n[DEFAULT]\ndebug]|FieldValueInvalid|option name must be"}},
+		{name: "extra option key empty", new: backendOf("a", "glance", false, options("")), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[]|FieldValueInvalid|option name must be"}},
+		{name: "extra option key of 257 characters", new: backendOf("a", "glance", false, options(strings.Repeat("k", 257))), lookups: &fakeLookups{},
+			errs: []string{"spec.extraOptions[" + strings.Repeat("k", 257) + "]|FieldValueInvalid|option name must be"}},
+		{name: "owned and malformed keys at once, sorted, beside the default rule", new: backendOf("b", "glance", true, options("z-z", "s3_store_x-y", "ok")),
+			lookups: &fakeLookups{backends: []v1alpha1.GlanceBackend{backendOf("a", "glance", true)}},
+			errs: []string{
+				"spec.extraOptions[s3_store_x-y]|FieldValueInvalid|is rendered by the operator",
+				"spec.extraOptions[z-z]|FieldValueInvalid|option name must be",
+				`spec.isDefault|FieldValueInvalid|"a"`,
+			}, wantCalls: 1},
 		{name: "unsetting default", old: ptr.To(backendOf("a", "glance", true)), new: backendOf("a", "glance", false), lookups: &fakeLookups{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

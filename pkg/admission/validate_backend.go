@@ -3,22 +3,27 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 // ValidateGlanceBackend validates a create (old nil) or an update of a
-// GlanceBackend. Reserved names, the immutable fields and extraOptions are
-// CRD rules, which the API server enforces before any webhook. The one-default
-// rule is judged when a backend becomes the
-// default, against the siblings not being deleted; a failed lookup denies.
+// GlanceBackend. Reserved names, the immutable fields and the extraOptions
+// values are CRD rules, which the API server enforces before any webhook; the
+// extraOptions keys are judged here, so that each error names its key. The
+// one-default rule is judged when a backend becomes the default, against the
+// siblings not being deleted; a failed lookup denies, and nil lookups skip it.
 func ValidateGlanceBackend(ctx context.Context, old, b *v1alpha1.GlanceBackend, lookups Lookups) (Warnings, field.ErrorList) {
-	var errs field.ErrorList
+	errs := validateExtraOptionKeys(b.Spec.ExtraOptions, field.NewPath("spec", "extraOptions"))
 	becomesDefault := b.Spec.IsDefault && (old == nil || !old.Spec.IsDefault)
-	if becomesDefault {
+	if becomesDefault && lookups != nil {
 		p := field.NewPath("spec", "isDefault")
 		siblings, err := lookups.Backends(ctx, b.Namespace, b.Spec.GlanceRef.Name)
 		if err != nil {
@@ -31,6 +36,32 @@ func ValidateGlanceBackend(ctx context.Context, old, b *v1alpha1.GlanceBackend, 
 		}
 	}
 	return nil, errs
+}
+
+// ValidateGlanceBackendSpec judges a GlanceBackend by the rules that need
+// nothing but the object itself: the controller's check of a backend that
+// bypassed admission. The one-default rule is the projection's to judge.
+func ValidateGlanceBackendSpec(b *v1alpha1.GlanceBackend) field.ErrorList {
+	_, errs := ValidateGlanceBackend(context.Background(), nil, b, nil)
+	return errs
+}
+
+// optionKeyPattern is an oslo.config option name as a store section takes it.
+var optionKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,256}$`)
+
+// validateExtraOptionKeys refuses the options the operator renders from
+// spec.s3 and keys that are not plain option names, in key order.
+func validateExtraOptionKeys(opts map[string]v1alpha1.OptionValue, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range slices.Sorted(maps.Keys(opts)) {
+		switch {
+		case render.IsOperatorStoreOption(key):
+			errs = append(errs, field.Invalid(p.Key(key), key, "is rendered by the operator from spec.s3 (s3_store_* and store_description cannot be set here)"))
+		case !optionKeyPattern.MatchString(key):
+			errs = append(errs, field.Invalid(p.Key(key), key, "option name must be 1-256 characters of letters, digits and '_'"))
+		}
+	}
+	return errs
 }
 
 // reservedStoreNames are Glance's own config sections (the GlanceBackend CRD

@@ -24,7 +24,8 @@ import (
 
 // ValidateGlance validates a create (old nil) or an update of a Glance. All
 // errors are returned together; lookups that fail make the request fail
-// closed with an internal error on the field that needed them.
+// closed with an internal error on the field that needed them. Nil lookups
+// skip the rules that need other objects.
 func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookups) (Warnings, field.ErrorList) {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
@@ -42,6 +43,9 @@ func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookup
 			errs = append(errs, validateSelector(src.PodSelector, p.Child("podSelector"))...)
 		}
 	}
+	if po := g.Spec.PolicyOverrides; po != nil {
+		errs = append(errs, validatePolicyRules(po.Rules, spec.Child("policyOverrides", "rules"))...)
+	}
 	errs = append(errs, validateMiddleware(g.Spec.Middleware, spec.Child("middleware"))...)
 	errs = append(errs, validatePlugins(g.Spec.Plugins, spec.Child("plugins"))...)
 	errs = append(errs, validateExtraConfig(g.Spec.ExtraConfig, spec.Child("extraConfig"))...)
@@ -52,6 +56,14 @@ func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookup
 	warns = append(warns, knobWarnings(g)...)
 	warns = append(warns, storageWarnings(g)...)
 	return warns, errs
+}
+
+// ValidateGlanceSpec judges a Glance by the rules that need nothing but the
+// object itself: the controller's check of a Glance that bypassed admission
+// (webhook absent, or the object stored before it was installed).
+func ValidateGlanceSpec(g *v1alpha1.Glance) field.ErrorList {
+	_, errs := ValidateGlance(context.Background(), nil, g, nil)
+	return errs
 }
 
 // validateRelease checks the release year (the CRD pattern checks the form)
@@ -167,7 +179,7 @@ func validateDeployment(ctx context.Context, g *v1alpha1.Glance, p *field.Path, 
 		}
 	}
 
-	if pc := d.PriorityClassName; pc != nil && *pc != "" {
+	if pc := d.PriorityClassName; pc != nil && *pc != "" && lookups != nil {
 		pp := p.Child("priorityClassName")
 		exists, err := lookups.PriorityClassExists(ctx, *pc)
 		switch {
@@ -190,6 +202,17 @@ func validateSelector(sel *metav1.LabelSelector, p *field.Path) field.ErrorList 
 		return nil
 	}
 	return metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, p)
+}
+
+// validatePolicyRules refuses empty policy names and check strings, naming
+// the rule (a CEL rule on the map could only name the map). An empty check
+// string is oslo.policy's allow-all, too easily written by mistake.
+func validatePolicyRules(rules map[string]v1alpha1.PolicyRule, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, ok := rules[""]; ok {
+		errs = append(errs, field.Invalid(p.Key(""), "", "policy name must not be empty"))
+	}
+	return errs
 }
 
 func validateMiddleware(mws []v1alpha1.MiddlewareSpec, p *field.Path) field.ErrorList {
@@ -230,36 +253,32 @@ func validatePlugins(plugins []v1alpha1.PluginSpec, p *field.Path) field.ErrorLi
 	return errs
 }
 
-// validateExtraConfig keeps extraConfig to the sections and keys it names:
-// no empty names, and nothing that could end a line or open a section.
+// validateExtraConfig keeps extraConfig to the sections and keys it names,
+// by the INI writer's own rules: nothing that could end a line, open a
+// section or read differently from what it says.
 func validateExtraConfig(cfg map[string]map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, section := range slices.Sorted(maps.Keys(cfg)) {
 		sp := p.Key(section)
-		switch {
-		case section == "":
-			errs = append(errs, field.Invalid(sp, section, "section name must not be empty"))
-		case strings.ContainsAny(section, "\r\n[]") || strings.TrimSpace(section) != section:
-			errs = append(errs, field.Invalid(sp, section, "section name must not contain line breaks or brackets, or start or end with whitespace"))
+		if problem := render.SectionNameProblem(section); problem != "" {
+			errs = append(errs, field.Invalid(sp, section, "section name "+problem))
 		}
 		errs = append(errs, validateOptions(cfg[section], sp)...)
 	}
 	return errs
 }
 
-// validateOptions checks the keys and values of one INI section.
+// validateOptions checks the keys and values of one INI section by the INI
+// writer's rules.
 func validateOptions(opts map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for _, key := range slices.Sorted(maps.Keys(opts)) {
 		kp := p.Key(key)
-		switch {
-		case key == "":
-			errs = append(errs, field.Invalid(kp, key, "option name must not be empty"))
-		case strings.ContainsAny(key, "\r\n=:[]") || strings.TrimSpace(key) != key || strings.HasPrefix(key, "#") || strings.HasPrefix(key, ";"):
-			errs = append(errs, field.Invalid(kp, key, "option name must not contain line breaks, '=', ':' or brackets, start with a comment character, or start or end with whitespace"))
+		if problem := render.KeyProblem(key); problem != "" {
+			errs = append(errs, field.Invalid(kp, key, "option name "+problem))
 		}
-		if strings.ContainsAny(opts[key], "\r\n") {
-			errs = append(errs, field.Invalid(kp, opts[key], "value must not contain line breaks"))
+		if problem := render.TextProblem(opts[key]); problem != "" {
+			errs = append(errs, field.Invalid(kp, opts[key], "value "+problem))
 		}
 	}
 	return errs

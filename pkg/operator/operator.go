@@ -13,6 +13,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,6 +74,12 @@ type Options struct {
 	// host:port instead of the Glance's Service. Development only: it lets a
 	// manager outside the cluster (make run) probe a stand-in.
 	DevHealthcheckAddress string
+	// Prober, when set, answers the health probes in place of HTTP (tests
+	// choose the answers and count the probes).
+	Prober glance.Prober
+	// Probes, when set, is the cache of passing probes (tests drive its
+	// clock past the TTL).
+	Probes *glance.ProbeCache
 	// SkipNameValidation lets several managers run in one process (tests);
 	// controller names are otherwise process-wide unique.
 	SkipNameValidation bool
@@ -129,6 +136,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	for _, obj := range ownedKinds() {
 		byObject[obj] = cache.ByObject{Label: managed}
 	}
+	// The HealthCheck reads the slices of the API Services only. The
+	// EndpointSlice controller copies a Service's labels onto its slices,
+	// so those carry the operator's labels too.
+	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{
+		render.LabelManagedBy: render.ManagedBy, render.LabelComponent: render.ComponentAPI,
+	})}
 	shutdown := o.GracefulShutdownTimeout
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -174,13 +187,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	resolver := targetcluster.ManagementOnly{Cluster: management}
 	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
+	var prober glance.Prober = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
+	if o.Prober != nil {
+		prober = o.Prober
+	}
+	probes := o.Probes
+	if probes == nil {
+		probes = glance.NewProbeCache()
+	}
 	glanceReconciler := &glance.Reconciler{
 		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
 		Recorder:          mgr.GetEventRecorder("glance-operator"),
 		OperatorNamespace: o.OperatorNamespace,
 		ClusterDomain:     o.ClusterDomain,
-		Prober:            glance.HTTPProber{Redirect: o.DevHealthcheckAddress},
-		Probes:            glance.NewProbeCache(),
+		Prober:            prober,
+		Probes:            probes,
 	}
 	// The Glance reconciler registers both controllers' field indexes.
 	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {

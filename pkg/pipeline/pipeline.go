@@ -13,12 +13,14 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/pkg/metrics"
 )
@@ -49,7 +51,16 @@ type Step[T Object, S any] struct {
 	// metric label, the condition a recovered panic is reported on, and the
 	// condition a parallel member's outcome is merged back by.
 	Condition string
-	Run       StepFunc[T, S]
+	// FailureReason is the reason Condition gets, False with the error as
+	// its message, when Run returns an error and leaves Condition True or
+	// unset in this call: a step error never leaves a stale True, nor a stale
+	// False that names an older state, behind. Empty means ReasonStepFailed.
+	FailureReason string
+	// MergeStatus copies the status fields this step owns, other than its
+	// condition, from a parallel member's copy onto the primary object. Nil
+	// for steps that own no other status field.
+	MergeStatus func(dst, src T)
+	Run         StepFunc[T, S]
 }
 
 // Stage is one step, or a group of steps run concurrently (Parallel).
@@ -69,16 +80,11 @@ func Single[T Object, S any](step Step[T, S]) Stage[T, S] {
 //
 // When all members have finished, each member's condition (by its
 // Condition type) is copied onto the primary object, whether or not a
-// sibling failed; other status changes a member makes to its copy are
-// discarded. The stage's outcome is the first error in member order, else
+// sibling failed, with the status fields its MergeStatus copies; other
+// changes a member makes to its copy are discarded. The stage's outcome is the first error in member order, else
 // the shortest positive RequeueAfter, else a bare Requeue if one asked.
 //
-// A member may patch the CR's metadata through its copy (the client decodes
-// the response into the copy). The pipeline notices the changed
-// resourceVersion and adopts the copy's label and annotation changes and its
-// resourceVersion onto the primary object. Because that decode also replaces
-// the copy's status with the server's, a member sets its condition after
-// such a patch, not before.
+// Steps never write the CR itself: its one write is the pass's status write.
 func Parallel[T Object, S any](steps ...Step[T, S]) Stage[T, S] {
 	return Stage[T, S]{steps: steps, parallel: true}
 }
@@ -92,6 +98,10 @@ func (s Stage[T, S]) IsParallel() bool { return s.parallel }
 
 // ReasonInternalError is the reason of the condition of a step that panicked.
 const ReasonInternalError = "InternalError"
+
+// ReasonStepFailed is the reason of the condition of a failed step that
+// names no FailureReason.
+const ReasonStepFailed = "StepFailed"
 
 // ErrStepPanicked is wrapped by the error a recovered step panic becomes.
 var ErrStepPanicked = errors.New("panicked")
@@ -114,28 +124,67 @@ type Pipeline[T Object, S any] struct {
 
 // Run runs the stages in order on obj until one returns a non-zero result
 // or an error, then applies the status skeleton: it recomputes the
-// aggregate, stamps observedGeneration on the status and every condition,
-// and writes the status with a merge patch when it differs from obj's
-// status as Run received it; a write refreshes obj from the server's
-// response. It does so on every exit path, and returns the step error and
-// the status-write error joined. With an error, the result is dropped:
-// controller-runtime ignores it and retries with backoff anyway.
+// aggregate, stamps observedGeneration on the status, and writes the status
+// with a merge patch when it differs from obj's status as Run received it; a
+// write refreshes obj from the server's response. It does so on every exit
+// path, and returns the step error and the status-write error joined. With
+// an error, the result is dropped: controller-runtime ignores it and retries
+// with backoff anyway.
 //
-// Every condition is stamped with obj's generation, including those of
-// steps the pass did not reach: the status as a whole describes the
-// generation the pass reconciled.
+// A condition carries the generation it was last evaluated against: the
+// conditions of steps the pass did not reach keep theirs.
+//
+// The functions steps registered with AfterStatusWrite run once the status
+// is stored (written, or unchanged), and are dropped when the write fails.
 func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, error) {
 	before, err := statusJSON(obj)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result, runErr := p.runStages(ctx, obj, state)
-	p.finishStatus(obj, runErr)
+	deferred := &afterWrite{}
+	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, state)
+	p.finishStatus(obj)
 	writeErr := p.writeStatus(ctx, obj, before)
+	if writeErr == nil {
+		deferred.run()
+	}
 	if err := errors.Join(runErr, writeErr); err != nil {
 		return ctrl.Result{}, err
 	}
 	return result, nil
+}
+
+type afterWriteKey struct{}
+
+// afterWrite collects the functions to run once the status is stored;
+// parallel members register concurrently.
+type afterWrite struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func (a *afterWrite) run() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, fn := range a.fns {
+		fn()
+	}
+}
+
+// AfterStatusWrite makes fn run once the pass's status is stored, and never
+// if the status write fails. A step records in the status that it has
+// counted or announced something, and counts or announces it here: so it
+// happens at most once, even when the write fails and the next pass does it
+// again. Outside Pipeline.Run, fn runs at once.
+func AfterStatusWrite(ctx context.Context, fn func()) {
+	a, ok := ctx.Value(afterWriteKey{}).(*afterWrite)
+	if !ok {
+		fn()
+		return
+	}
+	a.mu.Lock()
+	a.fns = append(a.fns, fn)
+	a.mu.Unlock()
 }
 
 func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Result, error) {
@@ -180,7 +229,76 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 			}
 		}
 	}()
+	if step.Condition == "" {
+		return step.Run(ctx, obj, state)
+	}
+	prior := markUnset(obj, step.Condition)
+	defer func() { settle(obj, step, prior, err) }()
 	return step.Run(ctx, obj, state)
+}
+
+// unsetGeneration marks a step's condition while the step runs: SetCondition
+// always stamps a real generation, so a mark still there afterwards means the
+// step did not set its condition.
+const unsetGeneration = -1
+
+// markUnset marks obj's condition typ as not yet set by this step and returns
+// the observedGeneration it had.
+func markUnset(obj Object, typ string) int64 {
+	conds := obj.GetConditions()
+	c := meta.FindStatusCondition(conds, typ)
+	if c == nil {
+		return 0
+	}
+	prior := c.ObservedGeneration
+	c.ObservedGeneration = unsetGeneration
+	obj.SetConditions(conds)
+	return prior
+}
+
+// settle ends a step's run on its condition: a failed step's condition is
+// False with the step's FailureReason, unless the step set a False of its
+// own; a condition the step did not set gets its observedGeneration back.
+func settle[T Object, S any](obj T, step Step[T, S], prior int64, err error) {
+	conds := obj.GetConditions()
+	c := meta.FindStatusCondition(conds, step.Condition)
+	unset := c == nil || c.ObservedGeneration == unsetGeneration
+	if c != nil && c.ObservedGeneration == unsetGeneration {
+		c.ObservedGeneration = prior
+		obj.SetConditions(conds)
+	}
+	if err != nil && (unset || c.Status == metav1.ConditionTrue) {
+		reason := step.FailureReason
+		if reason == "" {
+			reason = ReasonStepFailed
+		}
+		SetCondition(obj, step.Condition, metav1.ConditionFalse, reason, conditionMessage(err))
+	}
+}
+
+// maxConditionMessage is the API's bound on a condition message.
+const maxConditionMessage = 32768
+
+// conditionMessage is err's text. A terminal error reads as the error it
+// wraps: that it is not retried is the controller's business.
+func conditionMessage(err error) string {
+	if errors.Is(err, reconcile.TerminalError(nil)) && errors.Unwrap(err) != nil {
+		err = errors.Unwrap(err)
+	}
+	return err.Error()
+}
+
+// truncateMessage cuts msg to what a condition message may hold, so that a
+// long error never makes the status write fail.
+func truncateMessage(msg string) string {
+	if len(msg) <= maxConditionMessage {
+		return msg
+	}
+	msg = msg[:maxConditionMessage-len("…")]
+	for !utf8.ValidString(msg) {
+		msg = msg[:len(msg)-1]
+	}
+	return msg + "…"
 }
 
 func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []Step[T, S]) (ctrl.Result, error) {
@@ -204,14 +322,13 @@ func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []S
 	}
 	wg.Wait()
 
-	base := obj.DeepCopyObject().(T)
 	var firstErr error
 	var result ctrl.Result
 	for i, step := range steps {
 		o := outcomes[i]
 		mergeCondition(obj, o.copy, step.Condition)
-		if o.copy.GetResourceVersion() != base.GetResourceVersion() {
-			adoptMetadata(obj, base, o.copy)
+		if step.MergeStatus != nil {
+			step.MergeStatus(obj, o.copy)
 		}
 		if firstErr == nil && o.err != nil {
 			firstErr = o.err
@@ -239,37 +356,6 @@ func mergeCondition(obj, member Object, typ string) {
 	obj.SetConditions(conds)
 }
 
-// adoptMetadata applies the label and annotation changes member made
-// relative to base onto obj, and takes member's resourceVersion. Applying
-// the changes rather than replacing the maps keeps the changes of several
-// members that each patched metadata.
-func adoptMetadata(obj, base, member client.Object) {
-	obj.SetLabels(applyChanges(obj.GetLabels(), base.GetLabels(), member.GetLabels()))
-	obj.SetAnnotations(applyChanges(obj.GetAnnotations(), base.GetAnnotations(), member.GetAnnotations()))
-	obj.SetResourceVersion(member.GetResourceVersion())
-}
-
-func applyChanges(into, base, changed map[string]string) map[string]string {
-	out := make(map[string]string, len(into)+len(changed))
-	for k, v := range into {
-		out[k] = v
-	}
-	for k, v := range changed {
-		if old, ok := base[k]; !ok || old != v {
-			out[k] = v
-		}
-	}
-	for k := range base {
-		if _, ok := changed[k]; !ok {
-			delete(out, k)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
 // shorter returns the result that comes back sooner: the shorter positive
 // RequeueAfter, else a bare Requeue (rate-limited, so not bounded by any
 // delay a sibling asked for, which is why a delay wins over it).
@@ -295,7 +381,7 @@ func SetCondition(obj Object, typ string, status metav1.ConditionStatus, reason,
 		Type:               typ,
 		Status:             status,
 		Reason:             reason,
-		Message:            message,
+		Message:            truncateMessage(message),
 		ObservedGeneration: obj.GetGeneration(),
 	})
 	obj.SetConditions(conds)

@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -192,65 +191,4 @@ func TestIntegrationNoOpPassWritesNothing(t *testing.T) {
 		t.Errorf("resourceVersion moved from %s to %s in no-op passes", rv, stored.ResourceVersion)
 	}
 	wantCondition(t, stored, ready, metav1.ConditionTrue, pipeline.ReasonAllReady)
-}
-
-func TestIntegrationAdoptsMemberMetadata(t *testing.T) {
-	e := newRealEnv(t)
-	ctx := context.Background()
-	g := e.create(t, "adopt")
-	settle := e.pipeline(t, pipeline.Parallel(ok("M1", condA), ok("M2", condB), waiting("M3", condC)))
-	if _, err := settle.Run(ctx, g, &trace{}); err != nil {
-		t.Fatal(err)
-	}
-
-	// The member's annotation patch moves the resourceVersion; its sibling
-	// flips a condition, so a status write follows the group.
-	var memberRV string
-	purge := annotate(e.client, "M1", condA, "purge/last-uid", "one")
-	recordRV := step{Name: purge.Name, Condition: purge.Condition, Run: func(ctx context.Context, g glance, tr pass) (ctrl.Result, error) {
-		res, err := purge.Run(ctx, g, tr)
-		memberRV = g.ResourceVersion
-		return res, err
-	}}
-	p := e.pipeline(t, pipeline.Parallel(recordRV, ok("M2", condB), ok("M3", condC)))
-	before := e.writes.count()
-	if _, err := p.Run(ctx, g, &trace{}); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	patches := e.writes.statusPatches()
-	if n := e.writes.count() - before; n != 2 || len(patches) != 2 {
-		t.Fatalf("%d writes in the pass (%d status writes in all), want the member's patch and one status write", n, len(patches))
-	}
-	last := patches[1]
-	if last.annotations["purge/last-uid"] != "one" || last.resourceVersion != memberRV {
-		t.Errorf("at the status write the primary had annotations %v and resourceVersion %s; want the member's annotation and its %s",
-			last.annotations, last.resourceVersion, memberRV)
-	}
-	stored := e.get(t, "adopt")
-	if stored.Annotations["purge/last-uid"] != "one" {
-		t.Errorf("stored annotations %v, want the member's", stored.Annotations)
-	}
-	wantCondition(t, stored, condC, metav1.ConditionTrue, "Fine")
-	wantCondition(t, stored, ready, metav1.ConditionTrue, pipeline.ReasonAllReady)
-
-	// With nothing else changing there is no status write, so only the
-	// adoption keeps the primary current: an optimistic update must pass.
-	p = e.pipeline(t, pipeline.Parallel(annotate(e.client, "M1", condA, "purge/last-uid", "two"), ok("M2", condB), ok("M3", condC)))
-	fresh := e.get(t, "adopt")
-	statusBefore := len(e.writes.statusPatches())
-	if _, err := p.Run(ctx, fresh, &trace{}); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(e.writes.statusPatches()) - statusBefore; n != 0 {
-		t.Errorf("%d status writes when only metadata changed, want 0", n)
-	}
-	stored = e.get(t, "adopt")
-	if fresh.ResourceVersion != stored.ResourceVersion || fresh.Annotations["purge/last-uid"] != "two" {
-		t.Errorf("primary resourceVersion %s, annotations %v; want the stored %s and the member's annotation",
-			fresh.ResourceVersion, fresh.Annotations, stored.ResourceVersion)
-	}
-	fresh.Labels = map[string]string{"updated": "optimistically"}
-	if err := e.direct.Update(ctx, fresh); err != nil {
-		t.Errorf("Update with the adopted resourceVersion: %v", err)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
@@ -455,104 +457,6 @@ func TestParallelShortestRequeue(t *testing.T) {
 	}
 }
 
-// annotate is a group member that patches an annotation onto the CR through
-// its copy, then reports its condition, like the DBPurge step.
-func annotate(c client.Client, name, cond, key, value string) step {
-	return step{Name: name, Condition: cond, Run: func(ctx context.Context, g glance, tr pass) (ctrl.Result, error) {
-		tr.add(name)
-		base := g.DeepCopy()
-		if g.Annotations == nil {
-			g.Annotations = map[string]string{}
-		}
-		g.Annotations[key] = value
-		if err := c.Patch(ctx, g, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, err
-		}
-		pipeline.SetCondition(g, cond, metav1.ConditionTrue, "Fine", name+" is fine.")
-		return ctrl.Result{}, nil
-	}}
-}
-
-func TestParallelAdoptsMemberMetadataBeforeTheStatusWrite(t *testing.T) {
-	primary := newGlance()
-	primary.Annotations = map[string]string{"keep": "me", "drop": "me", "bump": "1"}
-	primary.Labels = map[string]string{"app": "glance"}
-	e := newEnv(t, primary)
-	// Member M3 removes an annotation, changes one and adds a label, M1 and
-	// M2 each add one annotation: the primary must end up with all of their
-	// changes.
-	m3 := step{Name: "M3", Condition: condC, Run: func(ctx context.Context, g glance, tr pass) (ctrl.Result, error) {
-		patch := []byte(`{"metadata":{"annotations":{"drop":null,"bump":"2"},"labels":{"tier":"api"}}}`)
-		if err := e.client.Patch(ctx, g, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-			return ctrl.Result{}, err
-		}
-		pipeline.SetCondition(g, condC, metav1.ConditionTrue, "Fine", "")
-		return ctrl.Result{}, nil
-	}}
-	e.p.Stages = []stage{pipeline.Parallel(
-		annotate(e.client, "M1", condA, "purge/one", "1"),
-		annotate(e.client, "M2", condB, "purge/two", "2"),
-		m3,
-		ok("Untouched", "UntouchedReady"),
-	)}
-	g := e.get(t)
-	startRV := g.ResourceVersion
-	if _, err := e.p.Run(context.Background(), g, &trace{}); err != nil {
-		t.Fatal(err)
-	}
-
-	patches := e.writes.statusPatches()
-	if len(patches) != 1 {
-		t.Fatalf("%d status writes, want 1", len(patches))
-	}
-	stored := e.get(t)
-	wantAnnotations := map[string]string{"keep": "me", "bump": "2", "purge/one": "1", "purge/two": "2"}
-	if !equalMaps(patches[0].annotations, wantAnnotations) {
-		t.Errorf("annotations at the status write = %v, want %v", patches[0].annotations, wantAnnotations)
-	}
-	if patches[0].resourceVersion == startRV {
-		t.Errorf("resourceVersion at the status write is still %s, want a member's post-patch one", startRV)
-	}
-	if !equalMaps(stored.Annotations, wantAnnotations) || !equalMaps(stored.Labels, map[string]string{"app": "glance", "tier": "api"}) {
-		t.Errorf("stored metadata %v / %v", stored.Annotations, stored.Labels)
-	}
-	// The conditions the members set after their patches were merged.
-	for _, c := range []string{condA, condB, condC} {
-		wantCondition(t, stored, c, metav1.ConditionTrue, "Fine")
-	}
-}
-
-func TestParallelAdoptsMetadataWithoutAStatusWrite(t *testing.T) {
-	// Everything already reported: the member's patch is the only change,
-	// so the adopted resourceVersion is all that keeps the object current.
-	e := newEnv(t, newGlance(), pipeline.Parallel(ok("M1", condA), ok("M2", condB), ok("M3", condC)))
-	if _, _, _, err := e.run(t); err != nil {
-		t.Fatal(err)
-	}
-	e.p.Stages = []stage{pipeline.Parallel(annotate(e.client, "M1", condA, "purge/uid", "x"), ok("M2", condB), ok("M3", condC))}
-	before := e.writes.count()
-	startRV := e.get(t).ResourceVersion
-	g, _, _, err := e.run(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := e.writes.count() - before; n != 1 {
-		t.Fatalf("%d writes in the second pass, want only the member's metadata patch; status patches %+v", n, e.writes.statusPatches())
-	}
-	stored := e.get(t)
-	if stored.ResourceVersion == startRV {
-		t.Fatalf("the member's patch left resourceVersion %s unchanged", startRV)
-	}
-	if g.ResourceVersion != stored.ResourceVersion || g.Annotations["purge/uid"] != "x" {
-		t.Errorf("primary has resourceVersion %s and annotations %v, want the stored %s and the member's annotation",
-			g.ResourceVersion, g.Annotations, stored.ResourceVersion)
-	}
-	// Optimistic concurrency on the adopted resourceVersion succeeds.
-	if err := e.client.Update(context.Background(), g); err != nil {
-		t.Errorf("Update with the adopted resourceVersion: %v", err)
-	}
-}
-
 func TestPanicRecovery(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -655,33 +559,98 @@ func TestReadyAggregation(t *testing.T) {
 	}
 }
 
-// TestFailedPassIsNeverReady: a pass that ended with an error left
-// conditions it did not examine; Ready must not vouch for them.
+// TestFailedPassIsNeverReady: a step that failed before it could set its
+// condition leaves it False with its failure reason and the error, never the
+// stale True, so Ready (the AND of the sub-conditions) is False.
 func TestFailedPassIsNeverReady(t *testing.T) {
 	cond := func(typ string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: "True", Reason: "Preset", LastTransitionTime: metav1.Now()}
 	}
-	e := newEnv(t, newGlance(cond(condA), cond(condB), cond(condC)),
-		pipeline.Single(step{Name: "Fails", Condition: condA, Run: func(context.Context, *v1alpha1.Glance, *trace) (ctrl.Result, error) {
-			// Fails before it could set its condition.
-			return ctrl.Result{}, errors.New("the API server went away")
-		}}))
-	g, _, _, err := e.run(t)
-	if err == nil {
-		t.Fatal("the failing step's error was not returned")
-	}
-	c := wantCondition(t, g, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady)
-	if !strings.Contains(c.Message, "The last pass failed") || !strings.Contains(c.Message, "the API server went away") {
-		t.Errorf("Ready message %q", c.Message)
+	for _, tc := range []struct {
+		name, failureReason, wantReason string
+		err                             error
+		wantMessage                     string
+	}{
+		{"named reason", "Broken", "Broken", errors.New("the API server went away"), "the API server went away"},
+		{"default reason", "", pipeline.ReasonStepFailed, errors.New("the API server went away"), "the API server went away"},
+		{"terminal error reads as what it wraps", "Broken", "Broken",
+			reconcile.TerminalError(errors.New(`ConfigMap "x" is invalid: Too long`)), `ConfigMap "x" is invalid: Too long`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, newGlance(cond(condA), cond(condB), cond(condC)),
+				pipeline.Single(step{Name: "Fails", Condition: condA, FailureReason: tc.failureReason,
+					Run: func(context.Context, *v1alpha1.Glance, *trace) (ctrl.Result, error) {
+						return ctrl.Result{}, tc.err
+					}}))
+			g, _, _, err := e.run(t)
+			if err == nil {
+				t.Fatal("the failing step's error was not returned")
+			}
+			for _, stored := range []*v1alpha1.Glance{g, e.get(t)} {
+				c := wantCondition(t, stored, condA, metav1.ConditionFalse, tc.wantReason)
+				if c.Message != tc.wantMessage || c.ObservedGeneration != 3 {
+					t.Errorf("AReady message %q at generation %d, want %q at 3", c.Message, c.ObservedGeneration, tc.wantMessage)
+				}
+				if c := wantCondition(t, stored, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady); c.Message != "Not True: AReady." {
+					t.Errorf("Ready message %q", c.Message)
+				}
+			}
+		})
 	}
 }
 
-func TestObservedGenerationStamped(t *testing.T) {
+// TestFailedStepConditionRule: on an error the step's own False stands; a
+// True it set, or one it did not touch, becomes False with its failure
+// reason; without an error an untouched condition is kept as it was.
+func TestFailedStepConditionRule(t *testing.T) {
+	boom := errors.New("boom")
+	old := metav1.Condition{Type: condA, Status: "False", Reason: "OldWait", Message: "old", ObservedGeneration: 2, LastTransitionTime: metav1.Now()}
+	for _, tc := range []struct {
+		name        string
+		run         func(g *v1alpha1.Glance) error
+		wantStatus  metav1.ConditionStatus
+		wantReason  string
+		wantMessage string
+		wantGen     int64
+	}{
+		{"own False stands", func(g *v1alpha1.Glance) error {
+			pipeline.SetCondition(g, condA, metav1.ConditionFalse, "ExpandFailed", "the expand Job failed")
+			return boom
+		}, metav1.ConditionFalse, "ExpandFailed", "the expand Job failed", 3},
+		{"own True is overridden", func(g *v1alpha1.Glance) error {
+			pipeline.SetCondition(g, condA, metav1.ConditionTrue, "Fine", "")
+			return boom
+		}, metav1.ConditionFalse, "Broken", "boom", 3},
+		{"an old False is not left standing", func(*v1alpha1.Glance) error { return boom },
+			metav1.ConditionFalse, "Broken", "boom", 3},
+		{"untouched without an error keeps its generation", func(*v1alpha1.Glance) error { return nil },
+			metav1.ConditionFalse, "OldWait", "old", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, newGlance(old), pipeline.Single(step{Name: "A", Condition: condA, FailureReason: "Broken",
+				Run: func(_ context.Context, g *v1alpha1.Glance, _ *trace) (ctrl.Result, error) {
+					return ctrl.Result{}, tc.run(g)
+				}}))
+			g, _, _, _ := e.run(t)
+			for _, stored := range []*v1alpha1.Glance{g, e.get(t)} {
+				c := wantCondition(t, stored, condA, tc.wantStatus, tc.wantReason)
+				if c.Message != tc.wantMessage || c.ObservedGeneration != tc.wantGen {
+					t.Errorf("AReady %q at generation %d, want %q at %d", c.Message, c.ObservedGeneration, tc.wantMessage, tc.wantGen)
+				}
+			}
+		})
+	}
+}
+
+// TestObservedGenerationPerCondition: a condition says the generation it was
+// evaluated against; one the pass did not reach keeps its own.
+func TestObservedGenerationPerCondition(t *testing.T) {
 	old := metav1.Condition{Type: condC, Status: "True", Reason: "Old", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}
 	primary := newGlance(old)
 	primary.Generation = 7
 	primary.Status.ObservedGeneration = 6
-	e := newEnv(t, primary, pipeline.Single(ok("First", condA)), pipeline.Single(requeue("Stop", condB, time.Second)))
+	e := newEnv(t, primary, pipeline.Single(ok("First", condA)), pipeline.Single(requeue("Stop", condB, time.Second)),
+		pipeline.Single(ok("NotReached", condC)))
 	if _, _, _, err := e.run(t); err != nil {
 		t.Fatal(err)
 	}
@@ -689,13 +658,81 @@ func TestObservedGenerationStamped(t *testing.T) {
 	if stored.Status.ObservedGeneration != 7 {
 		t.Errorf("status.observedGeneration = %d, want 7", stored.Status.ObservedGeneration)
 	}
-	// Every condition, the untouched CReady and the aggregate included.
-	if len(stored.Status.Conditions) != 4 {
+	want := map[string]int64{condA: 7, condB: 7, condC: 1, ready: 7}
+	if len(stored.Status.Conditions) != len(want) {
 		t.Errorf("conditions %+v, want AReady, BReady, CReady, Ready", stored.Status.Conditions)
 	}
 	for _, c := range stored.Status.Conditions {
-		if c.ObservedGeneration != 7 {
-			t.Errorf("condition %s observedGeneration = %d, want 7", c.Type, c.ObservedGeneration)
+		if c.ObservedGeneration != want[c.Type] {
+			t.Errorf("condition %s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, want[c.Type])
+		}
+	}
+}
+
+// TestAfterStatusWrite: what a step defers runs once the status is stored,
+// members' included, and not at all when the write fails.
+func TestAfterStatusWrite(t *testing.T) {
+	deferring := func(name, cond string, ran *[]string, mu *sync.Mutex) step {
+		return step{Name: name, Condition: cond, Run: func(ctx context.Context, g glance, _ pass) (ctrl.Result, error) {
+			pipeline.SetCondition(g, cond, metav1.ConditionTrue, "Fine", name)
+			pipeline.AfterStatusWrite(ctx, func() {
+				mu.Lock()
+				*ran = append(*ran, name)
+				mu.Unlock()
+			})
+			return ctrl.Result{}, nil
+		}}
+	}
+	for _, tc := range []struct {
+		name      string
+		failWrite error
+		want      int
+	}{
+		{"written", nil, 3},
+		{"write failed", errors.New("apiserver unavailable"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var ran []string
+			e := newEnv(t, newGlance(), pipeline.Single(deferring("A", condA, &ran, &mu)),
+				pipeline.Parallel(deferring("B", condB, &ran, &mu), deferring("C", condC, &ran, &mu)))
+			e.writes.failStatus = tc.failWrite
+			_, _, _, err := e.run(t)
+			if (err != nil) != (tc.failWrite != nil) {
+				t.Fatalf("Run error = %v", err)
+			}
+			if len(ran) != tc.want {
+				t.Errorf("deferred functions ran %v, want %d of them", ran, tc.want)
+			}
+		})
+	}
+	var called bool
+	pipeline.AfterStatusWrite(context.Background(), func() { called = true })
+	if !called {
+		t.Error("outside a pipeline run, AfterStatusWrite did not run the function at once")
+	}
+}
+
+// TestParallelMergeStatus: a member's own status fields reach the primary
+// through MergeStatus; without it they stay on the copy.
+func TestParallelMergeStatus(t *testing.T) {
+	setEndpoint := func(name, cond, endpoint string, merge func(dst, src glance)) step {
+		return step{Name: name, Condition: cond, MergeStatus: merge, Run: func(_ context.Context, g glance, _ pass) (ctrl.Result, error) {
+			g.Status.Endpoint = endpoint
+			pipeline.SetCondition(g, cond, metav1.ConditionTrue, "Fine", "")
+			return ctrl.Result{}, nil
+		}}
+	}
+	e := newEnv(t, newGlance(), pipeline.Parallel(
+		setEndpoint("Owner", condA, "http://owner", func(dst, src glance) { dst.Status.Endpoint = src.Status.Endpoint }),
+		setEndpoint("Other", condB, "http://other", nil)))
+	g, _, _, err := e.run(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stored := range []*v1alpha1.Glance{g, e.get(t)} {
+		if stored.Status.Endpoint != "http://owner" {
+			t.Errorf("status.endpoint %q, want the owner's", stored.Status.Endpoint)
 		}
 	}
 }
@@ -861,14 +898,17 @@ func TestSetCondition(t *testing.T) {
 	}
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
+// TestSetConditionBoundsTheMessage: a message longer than the API allows is
+// cut on a character boundary, so the status write cannot fail on it.
+func TestSetConditionBoundsTheMessage(t *testing.T) {
+	g := newGlance()
+	pipeline.SetCondition(g, condA, metav1.ConditionFalse, "Refused", strings.Repeat("ä", 20000))
+	c := condition(t, g, condA)
+	if len(c.Message) > 32768 || !utf8.ValidString(c.Message) || !strings.HasSuffix(c.Message, "…") {
+		t.Errorf("message of %d bytes (valid UTF-8: %v), want at most 32768 ending in …", len(c.Message), utf8.ValidString(c.Message))
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
+	pipeline.SetCondition(g, condA, metav1.ConditionFalse, "Refused", "short")
+	if c := condition(t, g, condA); c.Message != "short" {
+		t.Errorf("short message became %q", c.Message)
 	}
-	return true
 }

@@ -14,12 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// finishStatus recomputes the aggregate condition and stamps obj's
-// generation on the status and on every condition.
-//
-// A pass that failed left some conditions unexamined, though they are
-// stamped with the new generation; the aggregate does not vouch for them.
-func (p *Pipeline[T, S]) finishStatus(obj T, runErr error) {
+// finishStatus recomputes the aggregate condition, exactly the AND of the
+// sub-conditions, and stamps obj's generation on the status and on the
+// aggregate. A step error leaves its condition False (see
+// Step.FailureReason), so the aggregate never vouches for a failed pass.
+func (p *Pipeline[T, S]) finishStatus(obj T) {
 	if p.Aggregate != "" {
 		conds := obj.GetConditions()
 		var notTrue []string
@@ -28,10 +27,7 @@ func (p *Pipeline[T, S]) finishStatus(obj T, runErr error) {
 				notTrue = append(notTrue, typ)
 			}
 		}
-		if len(notTrue) == 0 && runErr != nil {
-			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady,
-				"The last pass failed before it could confirm every sub-condition: "+runErr.Error())
-		} else if len(notTrue) == 0 {
+		if len(notTrue) == 0 {
 			SetCondition(obj, p.Aggregate, metav1.ConditionTrue, ReasonAllReady,
 				"All sub-conditions are True.")
 		} else {
@@ -39,13 +35,7 @@ func (p *Pipeline[T, S]) finishStatus(obj T, runErr error) {
 				"Not True: "+strings.Join(notTrue, ", ")+".")
 		}
 	}
-	gen := obj.GetGeneration()
-	conds := obj.GetConditions()
-	for i := range conds {
-		conds[i].ObservedGeneration = gen
-	}
-	obj.SetConditions(conds)
-	obj.SetObservedGeneration(gen)
+	obj.SetObservedGeneration(obj.GetGeneration())
 }
 
 // Reasons of the aggregate condition; the same strings as

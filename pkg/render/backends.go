@@ -106,14 +106,21 @@ func setBackend(f *INI, b Backend) error {
 		return fmt.Errorf("backend %q: %w", name, w.err)
 	}
 	// extraOptions are oslo.config options the user writes: verbatim. The
-	// ones the operator renders stay the operator's (the CRD refuses them).
+	// ones the operator renders stay the operator's (admission refuses them).
 	for _, k := range slices.Sorted(maps.Keys(b.Spec.ExtraOptions)) {
-		if lk := strings.ToLower(k); strings.HasPrefix(lk, "s3_store_") || lk == "store_description" {
+		if IsOperatorStoreOption(k) {
 			return fmt.Errorf("backend %q: extraOptions key %q is rendered by the operator", name, k)
 		}
 		f.Set(name, k, string(b.Spec.ExtraOptions[k]))
 	}
 	return nil
+}
+
+// IsOperatorStoreOption reports whether the operator renders the option key
+// into every store section itself, from spec.s3.
+func IsOperatorStoreOption(key string) bool {
+	k := strings.ToLower(key)
+	return strings.HasPrefix(k, "s3_store_") || k == "store_description"
 }
 
 // BackendHosts returns the s3.host of every store a rendered backends.conf

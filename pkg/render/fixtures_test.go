@@ -45,7 +45,7 @@ func fullGlance() *v1alpha1.Glance {
 		PerLoggerLevels: map[string]v1alpha1.LogLevel{"sqlalchemy.engine": "ERROR", "glance.api": "DEBUG", "keystonemiddleware.auth_token": "INFO"},
 	}
 	s.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{
-		Rules:        map[string]string{"publicize_image": "role:admin", "get_images": "role:reader or role:admin"},
+		Rules:        map[string]v1alpha1.PolicyRule{"publicize_image": "role:admin", "get_images": "role:reader or role:admin"},
 		ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "glance-policy"},
 	}
 	s.Middleware = []v1alpha1.MiddlewareSpec{

@@ -87,8 +87,8 @@ func (f *INI) Render() (string, error) {
 				return "", err
 			}
 			v := s.values[k]
-			if err := checkValue(v); err != nil {
-				return "", fmt.Errorf("section [%s] key %q: value %w", s.name, k, err)
+			if problem := TextProblem(v); problem != "" {
+				return "", fmt.Errorf("section [%s] key %q: value %s", s.name, k, problem)
 			}
 			if v == "" {
 				b.WriteString(k + " =\n")
@@ -101,59 +101,71 @@ func (f *INI) Render() (string, error) {
 }
 
 func checkSectionName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("section name is empty")
-	case strings.ContainsAny(name, "[]"):
-		return fmt.Errorf("section name %q contains '[' or ']'", name)
-	case hasSurroundingSpace(name):
-		return fmt.Errorf("section name %q starts or ends with whitespace", name)
-	}
-	if err := checkText(name); err != nil {
-		return fmt.Errorf("section name %q %w", name, err)
+	if problem := SectionNameProblem(name); problem != "" {
+		return fmt.Errorf("section name %q %s", name, problem)
 	}
 	return nil
 }
 
 func checkKey(section, key string) error {
+	if problem := KeyProblem(key); problem != "" {
+		return fmt.Errorf("section [%s] key %q %s", section, key, problem)
+	}
+	return nil
+}
+
+// SectionNameProblem says why name cannot be an INI section name, or
+// returns "". Admission refuses the same names through it.
+func SectionNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "is empty"
+	case strings.ContainsAny(name, "[]"):
+		return "contains '[' or ']'"
+	case hasSurroundingSpace(name):
+		return "starts or ends with whitespace"
+	}
+	return TextProblem(name)
+}
+
+// KeyProblem says why key cannot be an INI option name, or returns "".
+// Admission refuses the same keys through it.
+func KeyProblem(key string) string {
 	switch {
 	case key == "":
-		return fmt.Errorf("section [%s]: key is empty", section)
+		return "is empty"
 	// '=' and ':' both end a key in both parsers; a leading '[' opens a
 	// section and a leading '#' or ';' makes the line a comment.
 	case strings.ContainsAny(key, "=:[]"):
-		return fmt.Errorf("section [%s] key %q contains '=', ':', '[' or ']'", section, key)
+		return "contains '=', ':', '[' or ']'"
 	case key[0] == '#' || key[0] == ';':
-		return fmt.Errorf("section [%s] key %q starts with a comment character", section, key)
+		return "starts with a comment character"
 	// Leading whitespace makes the line a continuation of the previous value;
 	// trailing whitespace is trimmed, so the key would not be the one set.
 	case hasSurroundingSpace(key):
-		return fmt.Errorf("section [%s] key %q starts or ends with whitespace", section, key)
+		return "starts or ends with whitespace"
 	}
-	if err := checkText(key); err != nil {
-		return fmt.Errorf("section [%s] key %q %w", section, key, err)
-	}
-	return nil
+	return TextProblem(key)
 }
 
-func checkValue(v string) error {
-	return checkText(v)
-}
-
-// checkText refuses what could end a line or derail the reader: control
-// characters (CR and LF end the line; the rest have no business in config),
-// the Unicode line and paragraph separators, and invalid UTF-8, which makes
-// Python fail to decode the whole file.
-func checkText(s string) error {
+// TextProblem says why s cannot stand in an INI file, or returns "":
+// control characters (CR and LF end the line; the rest have no business in
+// config), the Unicode line and paragraph separators, the bidirectional
+// controls (they make the file read differently from what it says), and
+// invalid UTF-8, which makes Python fail to decode the whole file.
+func TextProblem(s string) string {
 	if !utf8.ValidString(s) {
-		return fmt.Errorf("is not valid UTF-8")
+		return "is not valid UTF-8"
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			return fmt.Errorf("contains the control character %U", r)
+		switch {
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			return fmt.Sprintf("contains the control character %U", r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			return fmt.Sprintf("contains the bidirectional control character %U", r)
 		}
 	}
-	return nil
+	return ""
 }
 
 // hasSurroundingSpace reports leading or trailing whitespace as Python's

@@ -35,14 +35,14 @@ func TestINIRenderRefuses(t *testing.T) {
 		name, section, key, value string
 		wantInErr                 string
 	}{
-		{"empty section", "", "k", "v", "section name is empty"},
+		{"empty section", "", "k", "v", `section name "" is empty`},
 		{"LF in section", "a\nb", "k", "v", "control character U+000A"},
 		{"CR in section", "a\rb", "k", "v", "control character U+000D"},
 		{"open bracket in section", "a[b", "k", "v", "'[' or ']'"},
 		{"close bracket in section", "a]b", "k", "v", "'[' or ']'"},
 		{"leading space in section", " a", "k", "v", "whitespace"},
 		{"trailing NBSP in section", "a\u00a0", "k", "v", "whitespace"},
-		{"empty key", "s", "", "v", "key is empty"},
+		{"empty key", "s", "", "v", `key "" is empty`},
 		{"equals in key", "s", "a=b", "v", "'='"},
 		{"colon in key", "s", "a:b", "v", "':'"},
 		{"open bracket in key", "s", "[a", "v", "'['"},
@@ -62,6 +62,8 @@ func TestINIRenderRefuses(t *testing.T) {
 		{"line separator in value", "s", "k", "a\u2028", "U+2028"},
 		{"paragraph separator in value", "s", "k", "a\u2029", "U+2029"},
 		{"invalid UTF-8 in value", "s", "k", "a\xff", "UTF-8"},
+		{"right-to-left override in value", "s", "k", "admin\u202e", "bidirectional control character U+202E"},
+		{"isolate in key", "s", "k\u2066", "v", "bidirectional control character U+2066"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,7 +18,7 @@ func PolicyYAML(s *v1alpha1.GlanceSpec, fromConfigMap map[string]string) (string
 	}
 	if s.PolicyOverrides != nil {
 		for k, v := range s.PolicyOverrides.Rules {
-			rules[k] = v
+			rules[k] = string(v)
 		}
 	}
 	// sigs.k8s.io/yaml sorts map keys and quotes every string that YAML 1.1

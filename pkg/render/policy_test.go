@@ -12,13 +12,13 @@ import (
 func TestPolicyYAML(t *testing.T) {
 	tests := []struct {
 		name          string
-		rules         map[string]string
+		rules         map[string]v1alpha1.PolicyRule
 		fromConfigMap map[string]string
 		want          string
 	}{
-		{"spec rules only", map[string]string{"b": "role:admin", "a": "role:reader"}, nil, "a: role:reader\nb: role:admin\n"},
+		{"spec rules only", map[string]v1alpha1.PolicyRule{"b": "role:admin", "a": "role:reader"}, nil, "a: role:reader\nb: role:admin\n"},
 		{"config map only", nil, map[string]string{"x": "rule:admin_only"}, "x: rule:admin_only\n"},
-		{"spec wins", map[string]string{"a": "role:admin"}, map[string]string{"a": "role:member", "c": ""}, "a: role:admin\nc: \"\"\n"},
+		{"spec wins", map[string]v1alpha1.PolicyRule{"a": "role:admin"}, map[string]string{"a": "role:member", "c": ""}, "a: role:admin\nc: \"\"\n"},
 		{"nothing", nil, nil, "{}\n"},
 	}
 	for _, tt := range tests {
@@ -39,7 +39,7 @@ func TestPolicyYAML(t *testing.T) {
 // Check strings that YAML would read as something else, or as structure,
 // come back as the same strings.
 func TestPolicyYAMLQuotesAmbiguousStrings(t *testing.T) {
-	rules := map[string]string{
+	rules := map[string]v1alpha1.PolicyRule{
 		"yes": "no", "on": "off", "null": "~", "num": "1e3", "bang": "!", "at": "@x",
 		"colon": "a: b", "hash": "# c", "dash": "- d", "brace": "{x}", "multi": "a\nb",
 		"pct": "project_id:%(project_id)s", "quote": `"'`, "unicode": "rôle:ädmin",
@@ -50,7 +50,7 @@ func TestPolicyYAMLQuotesAmbiguousStrings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back map[string]string
+	var back map[string]v1alpha1.PolicyRule
 	if err := yaml.Unmarshal([]byte(text), &back); err != nil {
 		t.Fatal(err)
 	}

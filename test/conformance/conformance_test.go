@@ -228,7 +228,7 @@ func glanceSpec(m launchMode) *v1alpha1.Glance {
 		// Text logs, with one logger raised to DEBUG: logging.conf.
 		g.Spec.Logging = &v1alpha1.LoggingSpec{PerLoggerLevels: map[string]v1alpha1.LogLevel{cacheLogger: "DEBUG"}}
 		// policy.yaml.
-		g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{Rules: map[string]string{deniedRule: "!"}}
+		g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{Rules: map[string]v1alpha1.PolicyRule{deniedRule: "!"}}
 		// Where clients are sent to authenticate differs from where
 		// glance validates tokens.
 		g.Spec.KeystonePublicEndpoint = "https://keystone.example.com/v3"

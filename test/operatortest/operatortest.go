@@ -1,31 +1,43 @@
 // Package operatortest runs the operator's manager in a test process
-// against a real API server, with a client that counts its writes, and gives
+// against a real API server, with a client that counts its writes and
+// stand-ins for the health probe and the EndpointSlice controller, and gives
 // each test a namespace and helpers to set the scene and wait for conditions.
 package operatortest
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/operator"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
@@ -39,9 +51,19 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 }
 
 // StartManager runs the operator in-process with a client that counts its
-// writes, until the returned stop is called.
+// writes, until the returned stop is called. Its health probes go through
+// Manager.Prober, its probe cache runs on Manager.Clock, and a stand-in of
+// the EndpointSlice controller, which these API servers do not run, gives
+// the API Service of every rolled-out Deployment its endpoints.
 func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 	mgr := &Manager{}
+	fallback := o.Prober
+	if fallback == nil {
+		fallback = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
+	}
+	mgr.Prober = &Prober{fallback: fallback, answers: map[string]glance.Prober{}, probes: map[string]int{}}
+	mgr.Clock = &Clock{}
+	o.Prober, o.Probes = mgr.Prober, glance.NewProbeCacheWithClock(mgr.Clock.Now)
 	counter := &mgr.Writes
 	m, err := metrics.New(prometheus.NewRegistry())
 	if err != nil {
@@ -95,6 +117,10 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 		cancel()
 		return nil, err
 	}
+	if err := mgr.startEndpointSlices(cfg, m2); err != nil {
+		cancel()
+		return nil, err
+	}
 	done := make(chan error, 1)
 	go func() { done <- m2.Start(ctx) }()
 	mgr.stop = func() error {
@@ -111,7 +137,164 @@ type Manager struct {
 	// Metrics are the operator's collectors, in a registry of this
 	// manager's own.
 	Metrics *metrics.Metrics
-	stop    func() error
+	// Prober answers the operator's health probes.
+	Prober *Prober
+	// Clock is the time of the operator's probe cache.
+	Clock *Clock
+	// endpointSlices is the stand-in EndpointSlice controller.
+	endpointSlices *endpointSliceStandIn
+	stop           func() error
+}
+
+// Prober stands in for the operator's health prober: a URL a test gave an
+// answer gets that answer, any other goes to the prober the manager would
+// have used. Every probe is counted by URL.
+type Prober struct {
+	fallback glance.Prober
+	mu       sync.Mutex
+	answers  map[string]glance.Prober
+	probes   map[string]int
+}
+
+// Answer sends the probes of url to answer.
+func (p *Prober) Answer(url string, answer glance.Prober) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers[url] = answer
+}
+
+// Probes counts the probes of url so far.
+func (p *Prober) Probes(url string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probes[url]
+}
+
+// Probe implements glance.Prober.
+func (p *Prober) Probe(ctx context.Context, url string) (int, error) {
+	p.mu.Lock()
+	p.probes[url]++
+	answer, ok := p.answers[url]
+	p.mu.Unlock()
+	if !ok {
+		answer = p.fallback
+	}
+	return answer.Probe(ctx, url)
+}
+
+// Clock is the wall clock moved forward by what tests added, so that the
+// probe cache's TTL passes without waiting for it.
+type Clock struct{ ahead atomic.Int64 }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
+// ManualEndpointSlices stops the stand-in EndpointSlice controller in
+// namespace: the test writes the slices there itself.
+func (m *Manager) ManualEndpointSlices(namespace string) {
+	m.endpointSlices.mu.Lock()
+	defer m.endpointSlices.mu.Unlock()
+	m.endpointSlices.manual[namespace] = true
+}
+
+// endpointSliceManager marks the slices tests write, in place of the
+// EndpointSlice controller's name.
+const endpointSliceManager = "operatortest.c5c3.io"
+
+// endpointSliceStandIn plays the EndpointSlice controller for the API
+// Services, from the Deployment status the tests write (there are no pods):
+// one slice with an endpoint per replica, as many ready as the Deployment
+// says. It writes with a client of its own, so the operator's write count
+// stays the operator's.
+type endpointSliceStandIn struct {
+	cache  client.Reader
+	writer client.Client
+	mu     sync.Mutex
+	manual map[string]bool
+}
+
+func (m *Manager) startEndpointSlices(cfg *rest.Config, mgr ctrl.Manager) error {
+	writer, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	m.endpointSlices = &endpointSliceStandIn{cache: mgr.GetCache(), writer: writer, manual: map[string]bool{}}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("endpointslice-stand-in").
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		For(&appsv1.Deployment{}).
+		Complete(m.endpointSlices)
+}
+
+func (s *endpointSliceStandIn) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	s.mu.Lock()
+	manual := s.manual[req.Namespace]
+	s.mu.Unlock()
+	if manual {
+		return reconcile.Result{}, nil
+	}
+	d := &appsv1.Deployment{}
+	if err := s.cache.Get(ctx, req.NamespacedName, d); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if d.Labels[render.LabelComponent] != render.ComponentAPI {
+		return reconcile.Result{}, nil
+	}
+	svc := &corev1.Service{}
+	if err := s.cache.Get(ctx, req.NamespacedName, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The operator writes the Service after the Deployment.
+			return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	want := APIEndpointSlice(svc, max(d.Status.Replicas, d.Status.ReadyReplicas), d.Status.ReadyReplicas)
+	have := &discoveryv1.EndpointSlice{}
+	err := s.writer.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return reconcile.Result{}, s.writer.Create(ctx, want)
+	case err != nil:
+		return reconcile.Result{}, err
+	case equality.Semantic.DeepEqual(have.Endpoints, want.Endpoints) && equality.Semantic.DeepEqual(have.Labels, want.Labels):
+		return reconcile.Result{}, nil
+	}
+	have.Labels, have.Endpoints, have.Ports = want.Labels, want.Endpoints, want.Ports
+	return reconcile.Result{}, s.writer.Update(ctx, have)
+}
+
+// APIEndpointSlice is an EndpointSlice of the API Service svc as the
+// EndpointSlice controller writes it (the Service's labels, the service-name
+// and managed-by labels, an owner reference to the Service), with endpoints
+// endpoints of which the first ready are ready.
+func APIEndpointSlice(svc *corev1.Service, endpoints, ready int32) *discoveryv1.EndpointSlice {
+	labels := maps.Clone(svc.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[discoveryv1.LabelServiceName] = svc.Name
+	labels[discoveryv1.LabelManagedBy] = endpointSliceManager
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: svc.Name + "-api", Namespace: svc.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{{
+			Name: ptr.To(render.PortNameAPI), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(v1alpha1.APIPort)),
+		}},
+		Endpoints: []discoveryv1.Endpoint{},
+	}
+	for i := range endpoints {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.244.%d.%d", i/250, i%250+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(i < ready), Serving: ptr.To(i < ready), Terminating: ptr.To(false)},
+		})
+	}
+	return s
 }
 
 // Stop stops the manager and waits for it.

@@ -206,3 +206,40 @@ spec:
 		t.Errorf("PriorityClass after: exit %d\n%s", code, out)
 	}
 }
+
+// TestMapEntryErrorsNameTheEntry: an error about a map entry names the entry,
+// whether the CRD (the value schema) or the webhook (the key) refuses it.
+func TestMapEntryErrorsNameTheEntry(t *testing.T) {
+	backend := func(name, extraOptions string) string {
+		return `apiVersion: glance.openstack.c5c3.io/v1alpha1
+kind: GlanceBackend
+metadata: {name: ` + name + `, namespace: openstack}
+spec:
+  glanceRef: {name: glance}
+  type: S3
+  s3: {host: "http://s3:9000", bucket: images, credentialsSecretRef: {name: s3}}
+  extraOptions: ` + extraOptions + "\n"
+	}
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"option value", backend("value", `{weight: "1\n[DEFAULT]"}`),
+			`spec.extraOptions[weight]: Invalid value: "1\n[DEFAULT]": value must not contain line breaks`},
+		{"option key", backend("key", `{s3_store_host: x}`),
+			`spec.extraOptions[s3_store_host]: Invalid value: "s3_store_host": is rendered by the operator from spec.s3 (s3_store_* and store_description cannot be set here)`},
+		{"policy rule", okGlance + "  policyOverrides: {rules: {get_images: ''}}\n",
+			`spec.policyOverrides.rules[get_images]: Invalid value: "": check string must not be empty: oslo.policy reads it as allow-all; write "@" if that is meant`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := writeFile(t, t.TempDir(), "m.yaml", tc.doc)
+			_, out, _ := runCheck(t, "-o", "json", "-f", f)
+			var report Report
+			if err := json.Unmarshal([]byte(out), &report); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if r := report.Results; len(r) != 1 || r[0].Allowed || len(r[0].Errors) != 1 || r[0].Errors[0] != tc.want {
+				t.Errorf("results %+v\nwant the one error %s", r, tc.want)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/admission"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
 )
@@ -174,6 +175,9 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) (render.Backend, string, error) {
 	if b.Spec.S3 == nil {
 		return render.Backend{}, "it has no s3 block", nil
+	}
+	if errs := admission.ValidateGlanceBackendSpec(b); len(errs) > 0 {
+		return render.Backend{}, "it breaks admission rules: " + errs.ToAggregate().Error(), nil
 	}
 	name := b.Spec.S3.CredentialsSecretRef.Name
 	var s corev1.Secret

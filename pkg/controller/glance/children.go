@@ -3,10 +3,10 @@ package glance
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
@@ -62,20 +61,15 @@ func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj clien
 // ensureSecret makes the named Secret hold exactly data, writing only when
 // something differs.
 func ensureSecret(ctx context.Context, p *pass, g *v1alpha1.Glance, name, component string, data map[string][]byte) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, p.cluster.Client, s, func() error {
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		maps.Copy(s.Labels, childLabels(g, component))
-		s.Type = corev1.SecretTypeOpaque
-		s.Data = data
-		return p.cluster.SetOwner(g, s)
-	})
-	if err != nil {
-		return fmt.Errorf("ensure Secret %s: %w", name, err)
+	desired := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, component)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
 	}
-	return nil
+	existing := &corev1.Secret{}
+	return applyChild(ctx, p, g, desired, existing, func() bool {
+		return existing.Type == desired.Type && equality.Semantic.DeepEqual(existing.Data, desired.Data)
+	}, func() { existing.Type, existing.Data = desired.Type, desired.Data })
 }
 
 // liveNames are the config ConfigMap and backends Secret the Deployment runs

@@ -21,10 +21,6 @@ import (
 	"github.com/c5c3/glance-operator/pkg/render"
 )
 
-// AnnotationDBSyncObserved records the UID of the last db-sync Job whose
-// outcome fed the metrics, so each run counts exactly once.
-const AnnotationDBSyncObserved = "glance.openstack.c5c3.io/db-sync-observed"
-
 // reconcileDatabase provisions the schema: the managed database objects,
 // then db-sync, or the expand-migrate-contract flow of a release upgrade.
 func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
@@ -76,7 +72,7 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		if ev.Type == corev1.EventTypeWarning && previous != nil && previous.Reason == ev.Reason {
 			continue
 		}
-		p.r.Recorder.Eventf(g, nil, ev.Type, ev.Reason, "Upgrade", "%s", ev.Message)
+		announce(ctx, p, g, nil, ev.Type, ev.Reason, "Upgrade", "%s", ev.Message)
 	}
 	for _, kind := range d.Delete {
 		if err := deleteJob(ctx, p, existing[kind]); err != nil {
@@ -88,9 +84,7 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 			return ctrl.Result{}, err
 		}
 	}
-	if err := observeSyncMetrics(ctx, p, g, existing[database.Sync], states[database.Sync]); err != nil {
-		return ctrl.Result{}, err
-	}
+	observeSyncMetrics(ctx, p, g, existing[database.Sync], states[database.Sync])
 
 	g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase = d.Installed, d.Target, d.Phase
 	status := metav1.ConditionFalse
@@ -205,29 +199,20 @@ func deleteJob(ctx context.Context, p *pass, j *batchv1.Job) error {
 }
 
 // observeSyncMetrics feeds a finished db-sync Job into the metrics once per
-// Job UID, remembered in an annotation on the Glance (a merge patch, so the
-// status write after it is unaffected).
-func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *batchv1.Job, state database.JobState) error {
-	if j == nil || (state != database.JobSucceeded && state != database.JobFailed) || g.Annotations[AnnotationDBSyncObserved] == string(j.UID) {
-		return nil
+// Job UID: status.dbSyncCountedJob records it, and the metric is observed
+// once that status is stored, so a run is at worst missed, never counted
+// twice.
+func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *batchv1.Job, state database.JobState) {
+	if j == nil || (state != database.JobSucceeded && state != database.JobFailed) || g.Status.DBSyncCountedJob == j.UID {
+		return
 	}
 	result := metrics.ResultSucceeded
 	if state == database.JobFailed {
 		result = metrics.ResultFailed
 	}
-	// Record first: a run is better missed once than counted twice.
-	patched := g.DeepCopy()
-	patch := client.MergeFrom(g.DeepCopy())
-	if patched.Annotations == nil {
-		patched.Annotations = map[string]string{}
-	}
-	patched.Annotations[AnnotationDBSyncObserved] = string(j.UID)
-	if err := p.r.Client.Patch(ctx, patched, patch); err != nil {
-		return fmt.Errorf("record the observed db-sync Job: %w", err)
-	}
-	g.Annotations, g.ResourceVersion = patched.Annotations, patched.ResourceVersion
-	p.r.Metrics.DBSync.Observe(g.Namespace, g.Name, result, jobDuration(j))
-	return nil
+	g.Status.DBSyncCountedJob = j.UID
+	namespace, name, took := g.Namespace, g.Name, jobDuration(j)
+	pipeline.AfterStatusWrite(ctx, func() { p.r.Metrics.DBSync.Observe(namespace, name, result, took) })
 }
 
 // jobDuration is how long a finished Job ran.

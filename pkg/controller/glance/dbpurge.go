@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -21,11 +22,6 @@ import (
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
 )
-
-// AnnotationDBPurgeObserved records the newest purge run whose outcome fed
-// the metrics and raised its event (its runKey), so each run counts exactly
-// once.
-const AnnotationDBPurgeObserved = "glance.openstack.c5c3.io/db-purge-observed"
 
 // reconcileDBPurge projects the {name}-db-purge CronJob and reports the
 // newest terminal run it spawned.
@@ -45,11 +41,7 @@ func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := observePurgeRuns(ctx, p, g, runs); err != nil {
-		return ctrl.Result{}, err
-	}
-	// The condition is set after the annotation patch: a patch refreshes
-	// this member's copy, status included.
+	observePurgeRuns(ctx, p, g, runs)
 	var newest *batchv1.Job
 	for i := len(runs) - 1; i >= 0 && newest == nil; i-- {
 		if runs[i].state != "" {
@@ -109,9 +101,8 @@ func purgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, cj *batchv1.Cro
 }
 
 // runKey orders runs by the time the CronJob scheduled them (its
-// annotation), then creation, then name, as sortable text: creation
-// timestamps have a one-second grain, and the annotation keeps the newest
-// observed key.
+// annotation), then creation, then name: creation timestamps have a
+// one-second grain.
 func runKey(j *batchv1.Job) string {
 	scheduled := j.Annotations[batchv1.CronJobScheduledTimestampAnnotation]
 	if t, err := time.Parse(time.RFC3339, scheduled); err == nil {
@@ -122,37 +113,43 @@ func runKey(j *batchv1.Job) string {
 	return scheduled + "/" + j.CreationTimestamp.UTC().Format(time.RFC3339) + "/" + j.Name
 }
 
-// observePurgeRuns feeds every terminal run newer than the last observed one
-// into the metrics, raises a Warning event for each failed one, and records
-// the newest in the annotation: once per Job UID, whatever the number of
-// passes.
-func observePurgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, runs []purgeRun) error {
-	last := g.Annotations[AnnotationDBPurgeObserved]
+// observePurgeRuns feeds every terminal run not yet counted into the metrics
+// and raises a Warning event for each failed one: once per Job UID, whatever
+// the order in which runs finish. status.dbPurgeCountedJobs records the
+// counted runs that still exist, and the counting happens once that status
+// is stored, so a run is at worst missed, never counted twice.
+func observePurgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, runs []purgeRun) {
+	counted := sets.New(g.Status.DBPurgeCountedJobs...)
 	var fresh []purgeRun
+	var stillCounted []types.UID
 	for _, r := range runs {
-		if r.state != "" && strings.Compare(runKey(r.job), last) > 0 {
+		if r.state == "" {
+			continue
+		}
+		stillCounted = append(stillCounted, r.job.UID)
+		if !counted.Has(r.job.UID) {
 			fresh = append(fresh, r)
 		}
 	}
+	g.Status.DBPurgeCountedJobs = stillCounted
 	if len(fresh) == 0 {
-		return nil
+		return
 	}
-	// Record first: a run is better missed once than counted twice.
-	patched := g.DeepCopy()
-	patch := client.MergeFrom(g.DeepCopy())
-	if patched.Annotations == nil {
-		patched.Annotations = map[string]string{}
-	}
-	patched.Annotations[AnnotationDBPurgeObserved] = runKey(fresh[len(fresh)-1].job)
-	if err := p.r.Client.Patch(ctx, patched, patch); err != nil {
-		return fmt.Errorf("record the observed db-purge runs: %w", err)
-	}
-	g.Annotations, g.ResourceVersion = patched.Annotations, patched.ResourceVersion
+	namespace, name := g.Namespace, g.Name
+	pipeline.AfterStatusWrite(ctx, func() {
+		for _, r := range fresh {
+			p.r.Metrics.DBPurge.Observe(namespace, name, r.state, jobDuration(r.job))
+		}
+	})
 	for _, r := range fresh {
-		p.r.Metrics.DBPurge.Observe(g.Namespace, g.Name, r.state, jobDuration(r.job))
 		if r.state == metrics.ResultFailed {
-			p.r.Recorder.Eventf(g, r.job, corev1.EventTypeWarning, v1alpha1.ReasonDBPurgeJobFailed, "Purge", "db-purge Job %s failed", r.job.Name)
+			announce(ctx, p, g, r.job, corev1.EventTypeWarning, v1alpha1.ReasonDBPurgeJobFailed, "Purge", "db-purge Job %s failed", r.job.Name)
 		}
 	}
-	return nil
+}
+
+// mergeDBPurgeStatus carries the DBPurge member's counted runs onto the
+// Glance the pass writes.
+func mergeDBPurgeStatus(dst, src *v1alpha1.Glance) {
+	dst.Status.DBPurgeCountedJobs = src.Status.DBPurgeCountedJobs
 }

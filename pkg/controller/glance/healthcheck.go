@@ -12,9 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
@@ -86,9 +89,13 @@ type probeKey struct {
 	url string
 }
 
-// NewProbeCache returns an empty cache.
-func NewProbeCache() *ProbeCache {
-	return &ProbeCache{passing: map[probeKey]time.Time{}, now: time.Now}
+// NewProbeCache returns an empty cache on the wall clock.
+func NewProbeCache() *ProbeCache { return NewProbeCacheWithClock(time.Now) }
+
+// NewProbeCacheWithClock returns an empty cache that reads the time from now,
+// so a test can move past ProbeTTL without waiting for it.
+func NewProbeCacheWithClock(now func() time.Time) *ProbeCache {
+	return &ProbeCache{passing: map[probeKey]time.Time{}, now: now}
 }
 
 func (c *ProbeCache) fresh(k probeKey) bool {
@@ -122,8 +129,19 @@ func HealthcheckURL(g *v1alpha1.Glance, clusterDomain string) string {
 }
 
 // reconcileHealthCheck gets /healthcheck of the cluster-local Service,
-// through the TTL cache of passing probes.
+// through the TTL cache of passing probes. A Service without a ready
+// endpoint is not probed: nothing is there to answer.
 func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	notReady, err := endpointsNotReady(ctx, g, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if notReady != "" {
+		// A pass from before says nothing about the pods that come back.
+		p.r.Probes.Forget(g.UID)
+		pipeline.SetCondition(g, v1alpha1.ConditionGlanceAPIReady, metav1.ConditionFalse, v1alpha1.ReasonEndpointNotReady, notReady)
+		return ctrl.Result{RequeueAfter: HealthRetryInterval}, nil
+	}
 	target := HealthcheckURL(g, p.r.clusterDomain())
 	key := probeKey{uid: g.UID, url: target}
 	if p.r.Probes.fresh(key) {
@@ -145,6 +163,39 @@ func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctr
 	p.r.Probes.pass(key)
 	pipeline.SetCondition(g, v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, reason, msg)
 	return ctrl.Result{RequeueAfter: HealthRecheckInterval}, nil
+}
+
+// endpointsNotReady says why the API Service has no ready endpoint, from the
+// EndpointSlices in the cache; empty when it has one.
+func endpointsNotReady(ctx context.Context, g *v1alpha1.Glance, p *pass) (string, error) {
+	service := render.Service(g).Name
+	var slices discoveryv1.EndpointSliceList
+	if err := p.cluster.Client.List(ctx, &slices, client.InNamespace(g.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+		return "", fmt.Errorf("list the EndpointSlices of Service %s: %w", service, err)
+	}
+	endpoints := 0
+	for i := range slices.Items {
+		if readyEndpoints(&slices.Items[i]) > 0 {
+			return "", nil
+		}
+		endpoints += len(slices.Items[i].Endpoints)
+	}
+	if endpoints == 0 {
+		return fmt.Sprintf("Service %q has no endpoint yet; not probing it", service), nil
+	}
+	return fmt.Sprintf("Service %q has no ready endpoint (%d not ready); not probing it", service, endpoints), nil
+}
+
+// readyEndpoints counts the endpoints of a slice that take traffic.
+func readyEndpoints(s *discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, ep := range s.Endpoints {
+		// The API reads an unset ready as true.
+		if ptr.Deref(ep.Conditions.Ready, true) {
+			n++
+		}
+	}
+	return n
 }
 
 // probeFailure classifies a probe that got no answer.

@@ -4,17 +4,22 @@ package glance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/admission"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
@@ -50,6 +55,8 @@ type Reconciler struct {
 
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	written    writtenVersions
 }
 
 // pass is the state of one reconcile: where the children live and what the
@@ -59,6 +66,8 @@ type pass struct {
 	cluster *targetcluster.Cluster
 	// resolveErr is why the target cluster did not resolve.
 	resolveErr error
+	// refusal is what the admission rules refuse in the spec.
+	refusal field.ErrorList
 
 	// Secrets.
 	dbUsername, dbPassword string
@@ -75,10 +84,29 @@ type pass struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	g := &v1alpha1.Glance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("glance", req.NamespacedName))
+	if r.written.stale(req.NamespacedName, g.ResourceVersion) {
+		log.FromContext(ctx).V(1).Info("Cached Glance is older than this manager's last write; waiting for the cache", "resourceVersion", g.ResourceVersion)
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+	}
+	result, err := r.reconcile(ctx, g)
+	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {
+		r.written.record(req.NamespacedName, g.ResourceVersion)
+	} else {
+		r.written.forget(req.NamespacedName)
+	}
+	return result, err
+}
 
+// reconcile runs on a Glance at least as new as this manager's last write to
+// it. Every write to the Glance refreshes g, so g's resourceVersion after it
+// is that of the newest write.
+func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Result, error) {
 	cluster, resolveErr := r.Resolver.Resolve(ctx, g.Spec.TargetClusterRef)
 	if !g.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, g, cluster, resolveErr)
@@ -88,6 +116,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Nothing is created anywhere and no finalizer is taken: there is
 		// nothing to clean up for a target that never resolved.
 		return r.unresolved.Run(ctx, g, &pass{r: r, cluster: nil, resolveErr: resolveErr})
+	}
+	if errs := admission.ValidateGlanceSpec(g); len(errs) > 0 {
+		// A spec the webhook would refuse renders nothing; the finalizer
+		// waits too, for a Glance that never got one has nothing to clean.
+		return r.refused.Run(ctx, g, &pass{r: r, cluster: cluster, refusal: errs})
 	}
 	if !controllerutil.ContainsFinalizer(g, Finalizer) {
 		patch := client.MergeFrom(g.DeepCopy())
@@ -104,6 +137,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func targetUnavailable(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, p.resolveErr.Error())
 	return ctrl.Result{RequeueAfter: SecretsPollInterval}, nil
+}
+
+// specRefused reports the admission rules a spec breaks, ahead of every step.
+// Like any ConfigError it is terminal: only a spec change can fix it.
+func specRefused(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
+	msg := "the spec breaks admission rules, so nothing is rendered from it until it is fixed: " + p.refusal.ToAggregate().Error()
+	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, msg)
+	return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 }
 
 // finalize runs on a Glance being deleted.
@@ -133,6 +174,16 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 	r.Metrics.ForgetGlance(g.Namespace, g.Name)
 	r.Probes.Forget(g.UID)
 	return ctrl.Result{}, nil
+}
+
+// announce emits an event on g for a transition the pass records in g's
+// status, once that status is stored: a pass whose write failed runs again
+// and announces the transition then, so it is announced once.
+func announce(ctx context.Context, p *pass, g *v1alpha1.Glance, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	regarding := g.DeepCopy()
+	pipeline.AfterStatusWrite(ctx, func() {
+		p.r.Recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+	})
 }
 
 func (r *Reconciler) clusterDomain() string {

@@ -7,17 +7,21 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -33,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;create;update;patch;delete
@@ -53,14 +58,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 	if err := RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	r.pipeline = &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
-		Stages: Steps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
-		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
+	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
+		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
+			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
+			Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
+		}
 	}
-	r.unresolved = &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
-		Stages: unresolvedSteps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
-		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
-	}
+	r.pipeline, r.unresolved, r.refused = stages(Steps), stages(unresolvedSteps), stages(refusedSteps)
 
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("glance").
@@ -84,6 +88,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		// No generation predicate: a backend's CredentialsReady flip is
 		// exactly what wakes the aggregation.
 		Watches(&v1alpha1.GlanceBackend{}, handler.EnqueueRequestsFromMapFunc(backendToGlance)).
+		// The API Service gaining its first ready endpoint, or losing its
+		// last, is what the HealthCheck waits for.
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(endpointSliceToGlance),
+			builder.WithPredicates(endpointReadinessChanged)).
 		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "Secret"),
 			handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances))).
 		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "ConfigMap"),
@@ -144,6 +152,27 @@ func purgeRunToGlance(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
+}
+
+// endpointSliceToGlance maps a slice of an API Service to its Glance: the
+// EndpointSlice controller copies the Service's labels onto its slices.
+func endpointSliceToGlance(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[render.LabelComponent] != render.ComponentAPI || l[render.LabelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
+}
+
+// endpointReadinessChanged lets through the slices that appear or go, and
+// those that gain their first ready endpoint or lose their last; the other
+// churn of endpoints does not change what the HealthCheck decides.
+var endpointReadinessChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*discoveryv1.EndpointSlice)
+		cur, curOK := e.ObjectNew.(*discoveryv1.EndpointSlice)
+		return !oldOK || !curOK || (readyEndpoints(old) > 0) != (readyEndpoints(cur) > 0)
+	},
 }
 
 func backendToGlance(_ context.Context, o client.Object) []reconcile.Request {

@@ -8,25 +8,33 @@ import (
 type step = pipeline.Step[*v1alpha1.Glance, *pass]
 
 // Steps is the Glance pipeline: the names are the sub_reconciler label
-// values, each paired with the condition it reports.
+// values, each paired with the condition it reports and the reason that
+// condition takes, with the error as its message, when the step fails.
 var Steps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
-	pipeline.Single(step{Name: "Secrets", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileSecrets}),
-	pipeline.Single(step{Name: "DBConnectionSecret", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileDBConnectionSecret}),
-	pipeline.Single(step{Name: "Backends", Condition: v1alpha1.ConditionBackendsReady, Run: reconcileBackends}),
-	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: reconcileConfig}),
-	pipeline.Single(step{Name: "Database", Condition: v1alpha1.ConditionDatabaseReady, Run: reconcileDatabase}),
-	pipeline.Single(step{Name: "Deployment", Condition: v1alpha1.ConditionDeploymentReady, Run: reconcileDeployment}),
+	pipeline.Single(step{Name: "Secrets", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileSecrets}),
+	pipeline.Single(step{Name: "DBConnectionSecret", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileDBConnectionSecret}),
+	pipeline.Single(step{Name: "Backends", Condition: v1alpha1.ConditionBackendsReady, FailureReason: v1alpha1.ReasonWaitingForBackends, Run: reconcileBackends}),
+	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileConfig}),
+	pipeline.Single(step{Name: "Database", Condition: v1alpha1.ConditionDatabaseReady, FailureReason: v1alpha1.ReasonWaitingForDatabase, Run: reconcileDatabase}),
+	pipeline.Single(step{Name: "Deployment", Condition: v1alpha1.ConditionDeploymentReady, FailureReason: v1alpha1.ReasonWaitingForDeployment, Run: reconcileDeployment}),
 	pipeline.Parallel(
-		step{Name: "HTTPRoute", Condition: v1alpha1.ConditionHTTPRouteReady, Run: reconcileHTTPRoute},
-		step{Name: "HealthCheck", Condition: v1alpha1.ConditionGlanceAPIReady, Run: reconcileHealthCheck},
-		step{Name: "HPA", Condition: v1alpha1.ConditionHPAReady, Run: reconcileHPA},
-		step{Name: "NetworkPolicy", Condition: v1alpha1.ConditionNetworkPolicyReady, Run: reconcileNetworkPolicy},
-		step{Name: "DBPurge", Condition: v1alpha1.ConditionDBPurgeReady, Run: reconcileDBPurge},
+		step{Name: "HTTPRoute", Condition: v1alpha1.ConditionHTTPRouteReady, FailureReason: v1alpha1.ReasonHTTPRouteNotAccepted, Run: reconcileHTTPRoute},
+		step{Name: "HealthCheck", Condition: v1alpha1.ConditionGlanceAPIReady, FailureReason: v1alpha1.ReasonHealthCheckFailed, Run: reconcileHealthCheck},
+		step{Name: "HPA", Condition: v1alpha1.ConditionHPAReady, FailureReason: v1alpha1.ReasonHPAFailed, Run: reconcileHPA},
+		step{Name: "NetworkPolicy", Condition: v1alpha1.ConditionNetworkPolicyReady, FailureReason: v1alpha1.ReasonNetworkPolicyFailed, Run: reconcileNetworkPolicy},
+		step{Name: "DBPurge", Condition: v1alpha1.ConditionDBPurgeReady, FailureReason: v1alpha1.ReasonDBPurgeJobFailed, MergeStatus: mergeDBPurgeStatus, Run: reconcileDBPurge},
 	),
 }
 
 // unresolvedSteps report an unresolvable targetClusterRef in place of the
 // pipeline; it is a SecretsReady reason, so it counts under Secrets.
 var unresolvedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
-	pipeline.Single(step{Name: "Secrets", Condition: v1alpha1.ConditionSecretsReady, Run: targetUnavailable}),
+	pipeline.Single(step{Name: "Secrets", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: targetUnavailable}),
+}
+
+// refusedSteps report a spec the admission rules refuse in place of the
+// pipeline: nothing is rendered from it, and what runs keeps its last good
+// config. It is a config error, so it counts under Config.
+var refusedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
+	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: specRefused}),
 }

@@ -55,8 +55,8 @@ type step = pipeline.Step[*v1alpha1.GlanceBackend, *pass]
 // Steps of the GlanceBackend pipeline. Credentials never end the pass, so
 // that ConfigProjected is always re-evaluated.
 var Steps = []pipeline.Stage[*v1alpha1.GlanceBackend, *pass]{
-	pipeline.Single(step{Name: "BackendCredentials", Condition: v1alpha1.ConditionCredentialsReady, Run: reconcileCredentials}),
-	pipeline.Single(step{Name: "BackendProjection", Condition: v1alpha1.ConditionConfigProjected, Run: reconcileProjection}),
+	pipeline.Single(step{Name: "BackendCredentials", Condition: v1alpha1.ConditionCredentialsReady, FailureReason: v1alpha1.ReasonWaitingForCredentials, Run: reconcileCredentials}),
+	pipeline.Single(step{Name: "BackendProjection", Condition: v1alpha1.ConditionConfigProjected, FailureReason: v1alpha1.ReasonWaitingForProjection, Run: reconcileProjection}),
 }
 
 // Reconcile resolves the parent and its cluster, then runs the pipeline.

@@ -129,6 +129,7 @@ func TestUpgradeWalksThePhases(t *testing.T) {
 		t.Errorf("status after the upgrade %+v", g.Status)
 	}
 	s.events("UpgradeInitiated", "ExpandComplete", "MigrateComplete", "DeploymentRolloutComplete", "UpgradeComplete")
+	s.eventsOnce("UpgradeInitiated", "ExpandComplete", "MigrateComplete", "DeploymentRolloutComplete", "UpgradeComplete")
 }
 
 func TestAbortFromMigrating(t *testing.T) {
@@ -149,6 +150,7 @@ func TestAbortFromMigrating(t *testing.T) {
 	s.sameJob("db-migrate", migrate)
 	s.finishJob("db-migrate", true)
 	s.events("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
+	s.eventsOnce("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 	g := s.glanceObj()
 	if g.Status.InstalledRelease != "2025.2" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {

@@ -11,6 +11,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,6 +154,16 @@ func TestHealthCheckReportsAnUnreachableAPI(t *testing.T) {
 // purgeJob plays the CronJob controller: a run it spawned, finished.
 func (s *scene) purgeJob(name string, scheduled time.Time, succeeded bool) *batchv1.Job {
 	s.t.Helper()
+	j, done := s.startPurgeJob(name, scheduled)
+	s.finishJob(strings.TrimPrefix(name, "glance-"), succeeded)
+	done()
+	return j
+}
+
+// startPurgeJob plays the CronJob controller starting a run; done plays it
+// dropping the run from its active list once the test has finished it.
+func (s *scene) startPurgeJob(name string, scheduled time.Time) (*batchv1.Job, func()) {
+	s.t.Helper()
 	ctx := context.Background()
 	cj := &batchv1.CronJob{}
 	s.Eventually("the db-purge CronJob", func() bool {
@@ -179,9 +190,48 @@ func (s *scene) purgeJob(name string, scheduled time.Time, succeeded bool) *batc
 		}
 	}
 	setActive([]corev1.ObjectReference{{Kind: "Job", Namespace: s.NS, Name: name, UID: j.UID}})
-	s.finishJob(strings.TrimPrefix(name, "glance-"), succeeded)
-	setActive(nil)
-	return j
+	return j, func() { setActive(nil) }
+}
+
+// TestPurgeRunsCountOnceInAnyOrder: a run that finishes after a newer one
+// (a hand-started run overlapping a scheduled one) is counted and announced
+// too, once.
+func TestPurgeRunsCountOnceInAnyOrder(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
+	total := func(result string) float64 {
+		return testutil.ToFloat64(s.mgr.Metrics.DBPurge.Total.WithLabelValues("glance", s.NS, result))
+	}
+	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	_, olderDone := s.startPurgeJob("glance-db-purge-older", at)
+	s.purgeJob("glance-db-purge-newer", at.Add(time.Hour), false)
+	s.Eventually("the newer failed run counted", func() bool { return total("failed") == 1 }, nil)
+
+	s.finishJob("db-purge-older", false)
+	olderDone()
+	s.Eventually("the older failed run counted too", func() bool { return total("failed") == 2 }, nil)
+	time.Sleep(time.Second)
+	if total("failed") != 2 || total("succeeded") != 0 {
+		t.Errorf("purge runs counted %v failed, %v succeeded; want 2 and 0, once per Job", total("failed"), total("succeeded"))
+	}
+	var list eventsv1.EventList
+	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
+		t.Fatal(err)
+	}
+	announced := map[string]int{}
+	for _, e := range list.Items {
+		if e.Reason == v1alpha1.ReasonDBPurgeJobFailed && e.Related != nil {
+			announced[e.Related.Name]++
+		}
+	}
+	if announced["glance-db-purge-older"] != 1 || announced["glance-db-purge-newer"] != 1 {
+		t.Errorf("DBPurgeJobFailed events per run %v, want one for each", announced)
+	}
+	if g := s.glanceObj(); len(g.Status.DBPurgeCountedJobs) != 2 {
+		t.Errorf("status.dbPurgeCountedJobs %v, want both runs", g.Status.DBPurgeCountedJobs)
+	}
 }
 
 func TestDBPurgeRuns(t *testing.T) {

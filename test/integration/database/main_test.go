@@ -288,6 +288,31 @@ func (s *scene) events(reasons ...string) {
 	}, func() string { return "got " + strings.Join(got, ", ") })
 }
 
+// eventsOnce checks that each of the transition events was emitted exactly
+// once on the Glance: one Event object, never repeated into a series.
+func (s *scene) eventsOnce(reasons ...string) {
+	s.t.Helper()
+	var list eventsv1.EventList
+	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, reason := range reasons {
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Kind != "Glance" || e.Reason != reason {
+				continue
+			}
+			n++
+			if e.Series != nil && e.Series.Count > 1 {
+				n += int(e.Series.Count) - 1
+			}
+		}
+		if n != 1 {
+			s.t.Errorf("event %s emitted %d times, want once", reason, n)
+		}
+	}
+}
+
 // syncRuns waits until the db-sync counter of the Glance with that result
 // reaches n, and checks it stays there for a moment.
 func (s *scene) syncRuns(result string, n float64) {

@@ -205,23 +205,34 @@ func TestDefaultSwitch(t *testing.T) {
 	}
 }
 
+// TestTwoDefaults: a second default makes the projection invalid; nothing
+// new is rendered and the last good config stays.
 func TestTwoDefaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Credentials("pw")
 	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
 	e.Backend("alpha", true, "s3")
-	e.Backend("beta", true, "s3")
 	e.Glance()
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	var configs, backends []string
+	e.Eventually("the first config ConfigMap", func() bool {
+		configs = e.Names(&corev1.ConfigMapList{}, "config")
+		return len(configs) == 1
+	}, nil)
+	backends = e.Names(&corev1.SecretList{}, "backends")
+
+	e.Backend("beta", true, "s3")
 	c := e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
 	if !strings.Contains(c.Message, "the rendered backends alpha, beta are all marked default") {
 		t.Errorf("message %q", c.Message)
 	}
-	if got := e.Names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
-		t.Errorf("an invalid first projection rendered ConfigMaps %v", got)
+	if got := e.Names(&corev1.ConfigMapList{}, "config"); !slices.Equal(got, configs) {
+		t.Errorf("an invalid projection changed the config ConfigMaps from %v to %v", configs, got)
 	}
-	if got := e.Names(&corev1.SecretList{}, "backends"); len(got) != 0 {
-		t.Errorf("an invalid first projection rendered backends Secrets %v", got)
+	if got := e.Names(&corev1.SecretList{}, "backends"); !slices.Equal(got, backends) {
+		t.Errorf("an invalid projection changed the backends Secrets from %v to %v", backends, got)
 	}
 }
 
