@@ -1,0 +1,188 @@
+package manager
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
+)
+
+// stepErrors reads the reconcile error counter of a step.
+func stepErrors(step string) float64 {
+	return testutil.ToFloat64(mgr.Metrics.Reconcile.Errors.WithLabelValues(step, v1alpha1.ConditionSecretsReady))
+}
+
+// updateGlance changes the Glance's spec, retrying on conflicts.
+func updateGlance(t *testing.T, e *operatortest.Env, mutate func(*v1alpha1.Glance)) {
+	t.Helper()
+	ctx := context.Background()
+	for range 10 {
+		g := &v1alpha1.Glance{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
+			t.Fatal(err)
+		}
+		mutate(g)
+		err := cl.Update(ctx, g)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("too many conflicts updating the Glance")
+}
+
+// TestConfigError: a spec the Config or DBConnectionSecret step cannot
+// render reports SecretsReady=False/ConfigError (both "report through
+// SecretsReady"), renders nothing, and the error counter names the step
+// ("a distinct sub_reconciler label on the error counter disambiguates
+// them"). This suite has no admission webhook, so the specs reach the
+// reconciler as a CR that bypassed it would.
+func TestConfigError(t *testing.T) {
+	t.Parallel()
+
+	t.Run("unrenderable extraConfig", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.Credentials("pw")
+		e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+		e.Backend("alpha", true, "s3")
+		before := stepErrors("Config")
+		e.Glance(func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1\n[database]\nconnection = sqlite://"}}
+		})
+		// The controller judges it by the admission rules before any step.
+		c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+		if !strings.Contains(c.Message, "spec.extraConfig[DEFAULT][image_size_cap]") || !strings.Contains(c.Message, "control character") {
+			t.Errorf("message %q does not say what cannot be rendered", c.Message)
+		}
+		if got := e.Names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
+			t.Errorf("an unrenderable config produced ConfigMaps %v", got)
+		}
+		e.Eventually("a Config step error counted", func() bool { return stepErrors("Config") > before }, nil)
+
+		// A valid spec renders.
+		updateGlance(t, e, func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1099511627776"}}
+		})
+		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+		var good []string
+		e.Eventually("one config ConfigMap", func() bool {
+			good = e.Names(&corev1.ConfigMapList{}, "config")
+			return len(good) == 1
+		}, nil)
+
+		// Invalid again: ConfigError, and the last good ConfigMap is all
+		// there is.
+		updateGlance(t, e, func(g *v1alpha1.Glance) {
+			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "2\r\n"}}
+		})
+		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+		if got := e.Names(&corev1.ConfigMapList{}, "config"); !slices.Equal(got, good) {
+			t.Errorf("config ConfigMaps %v after the invalid spec, want the last good %v", got, good)
+		}
+	})
+
+	t.Run("unbuildable database connection", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.Credentials("pw")
+		before := stepErrors("DBConnectionSecret")
+		e.Glance(func(g *v1alpha1.Glance) {
+			g.Spec.Database.ClusterRef = nil
+			g.Spec.Database.Host = "db.example.com/glance?x="
+		})
+		c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+		if !strings.Contains(c.Message, "cannot build the database connection") || !strings.Contains(c.Message, "neither a host name nor an IP address") {
+			t.Errorf("message %q", c.Message)
+		}
+		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the connection Secret exists for an unbuildable DSN (%v)", err)
+		}
+		e.Eventually("a DBConnectionSecret step error counted", func() bool { return stepErrors("DBConnectionSecret") > before }, nil)
+
+		updateGlance(t, e, func(g *v1alpha1.Glance) { g.Spec.Database.Host = "db.example.com" })
+		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+	})
+
+	t.Run("policy ConfigMap", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ctx := context.Background()
+		e.Credentials("pw")
+		e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+		e.Backend("alpha", true, "s3")
+		e.Glance(func(g *v1alpha1.Glance) {
+			g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "glance-policy"}}
+		})
+		c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+		if c.Message != `policy ConfigMap "glance-policy" not found` {
+			t.Errorf("message %q", c.Message)
+		}
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "glance-policy", Namespace: e.NS},
+			Data:       map[string]string{"rules.yaml": `"get_images": "role:reader"`},
+		}
+		e.Create(cm)
+		e.Eventually("the missing key reported", func() bool {
+			c = e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+			return c.Message == `policy ConfigMap "glance-policy" has no key "policy.yaml"`
+		}, func() string { return c.Message })
+		if got := e.Names(&corev1.ConfigMapList{}, "config"); len(got) != 0 {
+			t.Errorf("config ConfigMaps %v rendered without the policy", got)
+		}
+
+		cm.Data = map[string]string{"policy.yaml": `"get_images": "role:reader"`}
+		if err := cl.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
+		var configs []string
+		e.Eventually("one config ConfigMap", func() bool {
+			configs = e.Names(&corev1.ConfigMapList{}, "config")
+			return len(configs) == 1
+		}, nil)
+		var rendered corev1.ConfigMap
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: configs[0]}, &rendered); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(rendered.Data["policy.yaml"], "get_images") {
+			t.Errorf("the rendered policy.yaml lacks the ConfigMap's rule:\n%s", rendered.Data["policy.yaml"])
+		}
+	})
+}
+
+// TestBackendWaitingForParent: a GlanceBackend whose spec.glanceRef names no
+// Glance reports WaitingForParent on CredentialsReady and ConfigProjected,
+// even with its credentials in place; the parent appearing wakes it (the
+// controller "watches its parent Glance").
+func TestBackendWaitingForParent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Create(fixtures.NewBackend(e.NS, "orphan", "glance", true, "s3"))
+
+	c := e.BackendCondition("orphan", v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForParent)
+	if c.Message != `Glance "glance" not found` {
+		t.Errorf("CredentialsReady message %q", c.Message)
+	}
+	e.BackendCondition("orphan", v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, v1alpha1.ReasonWaitingForParent)
+	e.BackendCondition("orphan", v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
+
+	e.Credentials("pw")
+	e.Glance()
+	e.BackendCondition("orphan", v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
+	e.BackendCondition("orphan", v1alpha1.ConditionConfigProjected, metav1.ConditionFalse, v1alpha1.ReasonWaitingForProjection)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+}
