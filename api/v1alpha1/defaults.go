@@ -37,6 +37,7 @@ const (
 
 	DefaultLogFormat = LogFormatText
 	DefaultLogLevel  = LogLevel("INFO")
+	DefaultLogDebug  = false
 
 	DefaultSecretStoreKind = ClusterSecretStoreKind
 	DefaultSecretStoreName = "openbao-cluster-store"

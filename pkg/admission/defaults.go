@@ -76,7 +76,7 @@ func DefaultGlance(g *v1alpha1.Glance) {
 		s.Logging.Level = v1alpha1.DefaultLogLevel
 	}
 	if s.Logging.Debug == nil {
-		s.Logging.Debug = ptr.To(false)
+		s.Logging.Debug = ptr.To(v1alpha1.DefaultLogDebug)
 	}
 
 	if s.SecretStoreRef != nil && s.SecretStoreRef.Kind == "" {

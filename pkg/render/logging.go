@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
@@ -33,7 +35,7 @@ func resolveLogging(s *v1alpha1.GlanceSpec) resolvedLogging {
 	if l := s.Logging; l != nil {
 		r.format = v1alpha1.LogFormat(orDefault(string(l.Format), string(v1alpha1.DefaultLogFormat)))
 		r.level = v1alpha1.LogLevel(orDefault(string(l.Level), string(v1alpha1.DefaultLogLevel)))
-		r.debug = l.Debug != nil && *l.Debug
+		r.debug = ptr.Deref(l.Debug, v1alpha1.DefaultLogDebug)
 		r.perLogger = l.PerLoggerLevels
 	}
 	return r
