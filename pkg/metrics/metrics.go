@@ -82,6 +82,8 @@ type Metrics struct {
 	DBSync *JobRuns
 	// DBPurge covers the runs of the recurring db-purge CronJob.
 	DBPurge *JobRuns
+	// TargetClusters are the registered target clusters.
+	TargetClusters *TargetClusters
 }
 
 // New builds the collectors and registers them with reg. It fails when any
@@ -102,8 +104,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 				Help:      "Errors (recovered panics included) of each reconcile pipeline step, by sub-reconciler and the condition type it reports.",
 			}, []string{LabelSubReconciler, LabelConditionType}),
 		},
-		DBSync:  newJobRuns("db_sync", "glance-manage db sync runs"),
-		DBPurge: newJobRuns("db_purge", "db-purge CronJob runs"),
+		DBSync:         newJobRuns("db_sync", "glance-manage db sync runs"),
+		DBPurge:        newJobRuns("db_purge", "db-purge CronJob runs"),
+		TargetClusters: newTargetClusters(),
 	}
 	var errs []error
 	for _, c := range m.collectors() {
@@ -136,6 +139,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.Reconcile.Duration, m.Reconcile.Errors,
 		m.DBSync.Total, m.DBSync.Duration,
 		m.DBPurge.Total, m.DBPurge.Duration,
+		m.TargetClusters.Gauge,
 	}
 }
 

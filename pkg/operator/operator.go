@@ -9,15 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -35,7 +26,6 @@ import (
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/controller/glancebackend"
 	"github.com/c5c3/glance-operator/pkg/metrics"
-	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
@@ -105,16 +95,6 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// ownedKinds are the children the operator creates; it caches only the ones
-// carrying its managed-by label.
-func ownedKinds() []client.Object {
-	return []client.Object{
-		&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
-		&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
-		&networkingv1.NetworkPolicy{}, &batchv1.Job{}, &batchv1.CronJob{},
-	}
-}
-
 // New builds the manager with both controllers.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
@@ -127,21 +107,6 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, err
 		}
 	}
-	namespaces := map[string]cache.Config{}
-	for _, ns := range o.WatchNamespaces {
-		namespaces[ns] = cache.Config{}
-	}
-	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
-	byObject := map[client.Object]cache.ByObject{}
-	for _, obj := range ownedKinds() {
-		byObject[obj] = cache.ByObject{Label: managed}
-	}
-	// The HealthCheck reads the slices of the API Services only. The
-	// EndpointSlice controller copies a Service's labels onto its slices,
-	// so those carry the operator's labels too.
-	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{
-		render.LabelManagedBy: render.ManagedBy, render.LabelComponent: render.ComponentAPI,
-	})}
 	shutdown := o.GracefulShutdownTimeout
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -156,11 +121,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Logger:                  withoutStopErrors(ctrllog.Log),
 		GracefulShutdownTimeout: &shutdown,
 		NewClient:               o.NewClient,
-		Cache: cache.Options{
-			DefaultNamespaces: namespaces,
-			ByObject:          byObject,
-			DefaultTransform:  cache.TransformStripManagedFields(),
-		},
+		Cache:                   targetcluster.CacheOptions(o.WatchNamespaces),
 	})
 	if err != nil {
 		return nil, err
@@ -169,12 +130,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// The user's Secrets and ConfigMaps are watched metadata-only in a cache
 	// of their own (the main cache holds only the operator's children), and
 	// read uncached when a Glance needs them.
-	references, err := cache.New(cfg, cache.Options{
-		Scheme:            scheme,
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces,
-		DefaultTransform:  stripToIdentity,
-	})
+	referencesOptions := targetcluster.ReferencesCacheOptions(o.WatchNamespaces)
+	referencesOptions.Scheme, referencesOptions.Mapper = scheme, mgr.GetRESTMapper()
+	references, err := cache.New(cfg, referencesOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +143,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	management := &targetcluster.Cluster{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
 	}
+	// Target clusters are not served yet: the registry
+	// (targetcluster.Registry) resolves them, but the Glance controller does
+	// not yet watch their children or clean them up on deletion.
 	resolver := targetcluster.ManagementOnly{Cluster: management}
 	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
 	var prober glance.Prober = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
@@ -223,17 +184,4 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
-}
-
-// stripToIdentity keeps what a watch needs to map an object to the Glances
-// reading it: its identity and version, not its data or annotations.
-func stripToIdentity(in any) (any, error) {
-	obj, err := meta.Accessor(in)
-	if err != nil {
-		return in, nil
-	}
-	obj.SetManagedFields(nil)
-	obj.SetAnnotations(nil)
-	obj.SetOwnerReferences(nil)
-	return in, nil
 }

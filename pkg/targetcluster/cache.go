@@ -1,0 +1,108 @@
+package targetcluster
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// The scoping of every cluster's caches lives here, so the management
+// cluster and each target cluster hold the same small set of objects.
+
+// OwnedKinds are the children the operator creates; caches hold only the
+// ones carrying its managed-by label.
+func OwnedKinds() []client.Object {
+	return []client.Object{
+		&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
+		&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
+		&networkingv1.NetworkPolicy{}, &batchv1.Job{}, &batchv1.CronJob{},
+	}
+}
+
+// CachedKinds are what the main cache of a cluster holds: the owned kinds
+// and the EndpointSlices of the API Services.
+func CachedKinds() []client.Object {
+	return append(OwnedKinds(), &discoveryv1.EndpointSlice{})
+}
+
+// CacheOptions scope a cluster's main cache to the operator's children in
+// namespaces (empty means all): the owned kinds by the managed-by label, and
+// the EndpointSlices of the API Services. Scheme, Mapper and HTTPClient are
+// left to the caller (cluster.New and the manager fill them in).
+func CacheOptions(namespaces []string) cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})
+	byObject := map[client.Object]cache.ByObject{}
+	for _, obj := range OwnedKinds() {
+		byObject[obj] = cache.ByObject{Label: managed}
+	}
+	// The HealthCheck reads the slices of the API Services only. The
+	// EndpointSlice controller copies a Service's labels onto its slices,
+	// so those carry the operator's labels too.
+	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{
+		render.LabelManagedBy: render.ManagedBy, render.LabelComponent: render.ComponentAPI,
+	})}
+	return cache.Options{
+		DefaultNamespaces: namespaceConfigs(namespaces),
+		ByObject:          byObject,
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	}
+}
+
+// ReferencesCacheOptions scope the cache of the user's Secrets and
+// ConfigMaps in namespaces (empty means all). The main cache holds only the
+// operator's children, so these are watched here, metadata-only and
+// stripped to their identity, and read uncached when a Glance needs them.
+// Scheme, Mapper and HTTPClient are left to the caller.
+func ReferencesCacheOptions(namespaces []string) cache.Options {
+	return cache.Options{
+		DefaultNamespaces: namespaceConfigs(namespaces),
+		DefaultTransform:  StripToIdentity,
+	}
+}
+
+// ReferenceKinds are what the references cache holds: the user's Secrets
+// and ConfigMaps, as metadata.
+func ReferenceKinds() []client.Object {
+	return []client.Object{metadataOf("Secret"), metadataOf("ConfigMap")}
+}
+
+func metadataOf(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	return m
+}
+
+// StripToIdentity keeps what a watch needs to map an object to the Glances
+// reading it: its identity and version, not its data or annotations.
+func StripToIdentity(in any) (any, error) {
+	obj, err := meta.Accessor(in)
+	if err != nil {
+		return in, nil
+	}
+	obj.SetManagedFields(nil)
+	obj.SetAnnotations(nil)
+	obj.SetOwnerReferences(nil)
+	return in, nil
+}
+
+func namespaceConfigs(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	configs := make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		configs[ns] = cache.Config{}
+	}
+	return configs
+}
