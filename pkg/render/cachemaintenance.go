@@ -98,9 +98,6 @@ func CacheMaintenanceScript(g *v1alpha1.Glance) (string, error) {
 	if c == nil {
 		return "", fmt.Errorf("spec.imageCache is not set")
 	}
-	if c.Size.Sign() <= 0 {
-		return "", fmt.Errorf("spec.imageCache.size must be greater than zero, is %s", c.Size.String())
-	}
 	interval := v1alpha1.DefaultImageCacheMaintenanceInterval
 	if c.MaintenanceInterval != nil && c.MaintenanceInterval.Duration != 0 {
 		interval = c.MaintenanceInterval.Duration

@@ -55,7 +55,6 @@ func TestCacheMaintenanceScriptRendering(t *testing.T) {
 
 	for _, bad := range []*v1alpha1.ImageCacheSpec{
 		nil,
-		{},
 		{Size: resource.MustParse("1Gi"), MaintenanceInterval: &metav1.Duration{Duration: -time.Minute}},
 	} {
 		g := minimalGlance()

@@ -75,10 +75,8 @@ func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error)
 		d = &v1alpha1.GlanceDeploymentSpec{}
 	}
 	grace := ptr.Deref(d.TerminationGracePeriodSeconds, v1alpha1.DefaultTerminationGracePeriodSeconds)
+	// preStop < grace and preStop >= 0 are the CRD's rules.
 	preStop := ptr.Deref(d.PreStopSleepSeconds, v1alpha1.DefaultPreStopSleepSeconds)
-	if preStop < 0 || preStop >= grace {
-		return nil, fmt.Errorf("spec.deployment.preStopSleepSeconds %d must be at least 0 and less than terminationGracePeriodSeconds %d", preStop, grace)
-	}
 
 	image := ImageRef(g)
 	api := glanceContainer(g, ContainerAPI, image, command,
@@ -98,9 +96,6 @@ func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error)
 	pod.Volumes = append(pod.Volumes, emptyDir(VolumeStaging, stagingLimit), emptyDir(VolumeTasksWork, stagingLimit))
 	pod.Containers = []corev1.Container{api}
 	if c := g.Spec.ImageCache; c != nil {
-		if c.Size.Sign() <= 0 {
-			return nil, fmt.Errorf("spec.imageCache.size must be greater than zero, is %s", c.Size.String())
-		}
 		cacheMount := corev1.VolumeMount{Name: VolumeImageCache, MountPath: ImageCacheDir}
 		pod.Volumes = append(pod.Volumes, emptyDir(VolumeImageCache, &c.Size))
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, cacheMount)

@@ -655,9 +655,6 @@ func TestDeploymentErrors(t *testing.T) {
 		{"verify-ca without CA", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
 			g.Spec.Database.TLS = &v1alpha1.DatabaseTLSSpec{Mode: v1alpha1.DatabaseTLSVerifyCA}
 		}, "caBundleSecretRef"},
-		{"preStop not below grace", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{TerminationGracePeriodSeconds: ptr.To[int64](10), PreStopSleepSeconds: ptr.To[int64](10)}
-		}, "preStopSleepSeconds"},
 		{"unknown strategy", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
 			g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Strategy: &appsv1.DeploymentStrategy{Type: "BlueGreen"}}
 		}, "strategy.type"},
@@ -667,9 +664,6 @@ func TestDeploymentErrors(t *testing.T) {
 		{"staging zero", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
 			g.Spec.Staging = &v1alpha1.StagingSpec{SizeLimit: ptr.To(resource.MustParse("0"))}
 		}, "staging.sizeLimit"},
-		{"image cache zero", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{}
-		}, "imageCache.size"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g, f := minimalGlance(), testFacts()

@@ -99,9 +99,6 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 	}
 	f.Set(def, "debug", strconv.FormatBool(resolveLogging(s).debug))
 	if c := s.ImageCache; c != nil {
-		if c.Size.Sign() <= 0 {
-			return nil, fmt.Errorf("spec.imageCache.size must be greater than zero, is %s", c.Size.String())
-		}
 		f.Set(def, "image_cache_dir", ImageCacheDir)
 		f.Set(def, "image_cache_driver", ImageCacheDriver)
 		f.Set(def, "image_cache_max_size", strconv.FormatInt(ImageCacheMaxSize(c.Size), 10))

@@ -241,7 +241,6 @@ func TestGlanceAPIConfErrors(t *testing.T) {
 		wantInErr string
 	}{
 		{"no keystone endpoint", func(g *v1alpha1.Glance) { g.Spec.KeystoneEndpoint = "" }, "keystoneEndpoint"},
-		{"zero image cache", func(g *v1alpha1.Glance) { g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{} }, "imageCache.size"},
 		{"plugin name splits the list", func(g *v1alpha1.Glance) {
 			g.Spec.Plugins = []v1alpha1.PluginSpec{{Name: "a,b", ConfigSection: "x"}}
 		}, "plugins[0].name"},

@@ -3,7 +3,6 @@ package render
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -32,36 +31,21 @@ func IsBuiltinPasteName(name string) bool {
 	return builtinPasteNames[strings.ToLower(name)]
 }
 
-var (
-	middlewareNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	filterFactoryPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$`)
-)
-
 // PasteINI renders glance-api-paste.ini. /healthcheck is routed by the
 // top-level composite to an oslo_middleware Healthcheck *app*, not a filter
 // in the API pipeline, so health probes need no token and never reach Glance.
 func PasteINI(s *v1alpha1.GlanceSpec) (string, error) {
 	var before, after []string
-	seen := map[string]bool{}
+	// Names, factories, positions and uniqueness are the CRD's rules (a
+	// pattern, an enum, a list-map key); the built-in names are admission's.
 	for i, mw := range s.Middleware {
-		switch {
-		case !middlewareNamePattern.MatchString(mw.Name):
-			return "", fmt.Errorf("spec.middleware[%d].name %q must be letters, digits, '_' and '-'", i, mw.Name)
-		case IsBuiltinPasteName(mw.Name):
+		if IsBuiltinPasteName(mw.Name) {
 			return "", fmt.Errorf("spec.middleware[%d].name %q is a filter or app the operator renders itself", i, mw.Name)
-		case seen[mw.Name]:
-			return "", fmt.Errorf("spec.middleware[%d].name %q is listed twice", i, mw.Name)
-		case !filterFactoryPattern.MatchString(mw.FilterFactory):
-			return "", fmt.Errorf("spec.middleware[%d].filterFactory %q must be module:callable", i, mw.FilterFactory)
 		}
-		seen[mw.Name] = true
-		switch mw.Position {
-		case v1alpha1.MiddlewareBeforeAuth:
+		if mw.Position == v1alpha1.MiddlewareBeforeAuth {
 			before = append(before, mw.Name)
-		case v1alpha1.MiddlewareAfterAuth, "":
+		} else {
 			after = append(after, mw.Name)
-		default:
-			return "", fmt.Errorf("spec.middleware[%d].position %q must be before or after", i, mw.Position)
 		}
 	}
 

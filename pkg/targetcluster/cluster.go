@@ -41,6 +41,10 @@ type Cluster struct {
 	// RESTMapper answers which optional APIs (ESO, mariadb-operator, Gateway
 	// API) this cluster serves.
 	RESTMapper meta.RESTMapper
+	// ServiceProxy reaches a target's Services through its API server; nil
+	// on the management cluster, whose Services the operator reaches
+	// directly.
+	ServiceProxy *ServiceProxy
 }
 
 // IsManagement reports whether the children live beside the CR.

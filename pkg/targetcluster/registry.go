@@ -536,6 +536,7 @@ func (r *Registry) connect(ctx context.Context, rn *run, wg *sync.WaitGroup) boo
 	rn.target = target
 	rn.cluster = &Cluster{
 		Name: rn.name, Client: target.GetClient(), Reader: target.GetAPIReader(), Scheme: r.o.Scheme, RESTMapper: target.GetRESTMapper(),
+		ServiceProxy: &ServiceProxy{Host: target.GetConfig().Host, Client: target.GetHTTPClient()},
 	}
 	rn.mu.Unlock()
 	for _, start := range []func(context.Context) error{target.Start, target.References.Start} {

@@ -128,8 +128,9 @@ func HealthcheckURL(g *v1alpha1.Glance, clusterDomain string) string {
 	return fmt.Sprintf("http://%s.%s.svc.%s:%d%s", g.Name, g.Namespace, clusterDomain, v1alpha1.APIPort, render.HealthcheckPath)
 }
 
-// reconcileHealthCheck gets /healthcheck of the cluster-local Service,
-// through the TTL cache of passing probes. A Service without a ready
+// reconcileHealthCheck gets /healthcheck of the cluster-local Service (on a
+// target cluster, through its API server's service proxy), through the TTL
+// cache of passing probes. A Service without a ready
 // endpoint is not probed: nothing is there to answer.
 func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	notReady, err := endpointsNotReady(ctx, g, p)
@@ -143,12 +144,23 @@ func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctr
 		return ctrl.Result{RequeueAfter: HealthRetryInterval}, nil
 	}
 	target := HealthcheckURL(g, p.r.clusterDomain())
+	probe := func() (int, error) { return p.r.Prober.Probe(ctx, target) }
+	if proxy := p.cluster.ServiceProxy; proxy != nil {
+		// The operator is not on a target's pod network: its API server
+		// proxies the probe.
+		target = proxy.URL(g.Namespace, render.Service(g).Name, v1alpha1.APIPort, render.HealthcheckPath)
+		probe = func() (int, error) {
+			ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			defer cancel()
+			return proxy.Get(ctx, g.Namespace, render.Service(g).Name, v1alpha1.APIPort, render.HealthcheckPath)
+		}
+	}
 	key := probeKey{uid: g.UID, url: target}
 	if p.r.Probes.fresh(key) {
 		pipeline.SetCondition(g, v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy, target+" answered 200")
 		return ctrl.Result{RequeueAfter: HealthRecheckInterval}, nil
 	}
-	code, err := p.r.Prober.Probe(ctx, target)
+	code, err := probe()
 	reason, msg := v1alpha1.ReasonAPIHealthy, target+" answered 200"
 	switch {
 	case err != nil:
