@@ -143,10 +143,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	management := &targetcluster.Cluster{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
 	}
-	// Target clusters are not served yet: the registry
-	// (targetcluster.Registry) resolves them, but the Glance controller does
-	// not yet watch their children or clean them up on deletion.
-	resolver := targetcluster.ManagementOnly{Cluster: management}
+	// Without a clusters namespace no target is registered, so every
+	// targetClusterRef is refused.
+	var resolver targetcluster.Resolver = targetcluster.ManagementOnly{Cluster: management}
+	var targets glance.Targets
+	if o.ClustersNamespace != "" {
+		registry, err := targetcluster.NewRegistry(mgr.GetConfig(), targetcluster.RegistryOptions{
+			Namespace: o.ClustersNamespace, Management: management, Scheme: scheme,
+			WatchNamespaces: o.WatchNamespaces, HTTPClient: mgr.GetHTTPClient(), Metrics: m.TargetClusters,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(registry); err != nil {
+			return nil, err
+		}
+		resolver, targets = registry, registry
+	}
 	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
 	var prober glance.Prober = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
 	if o.Prober != nil {
@@ -157,7 +170,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		probes = glance.NewProbeCache()
 	}
 	glanceReconciler := &glance.Reconciler{
-		Client: mgr.GetClient(), Resolver: resolver, Metrics: m,
+		Client: mgr.GetClient(), Resolver: resolver, Targets: targets, Metrics: m,
 		Recorder:          mgr.GetEventRecorder("glance-operator"),
 		OperatorNamespace: o.OperatorNamespace,
 		ClusterDomain:     o.ClusterDomain,
@@ -168,7 +181,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {
 		return nil, fmt.Errorf("set up the Glance controller: %w", err)
 	}
-	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Metrics: m}
+	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Targets: targets, Metrics: m}
 	if err := backendReconciler.SetupWithManager(mgr, references, opts); err != nil {
 		return nil, fmt.Errorf("set up the GlanceBackend controller: %w", err)
 	}

@@ -203,3 +203,37 @@ func TestAggregatedRoles(t *testing.T) {
 		t.Error("the view role may update Glances")
 	}
 }
+
+// TestNamespacedInstallReadsTheClusterKubeconfigs: with watchNamespace set,
+// the Roles of the watched namespaces do not cover the clusters namespace;
+// a Role there lets the target cluster registry read the kubeconfig Secrets.
+func TestNamespacedInstallReadsTheClusterKubeconfigs(t *testing.T) {
+	r := render(t, "namespaced")
+	name := managerName + "-target-clusters"
+	var role *rbacv1.Role
+	for _, o := range r.Select("Role") {
+		if o.GetName() == name && o.GetNamespace() == Namespace {
+			role = decode[rbacv1.Role](t, o)
+		}
+	}
+	if role == nil {
+		t.Fatalf("no Role %s in the clusters namespace %s", name, Namespace)
+	}
+	if got, want := grants(role.Rules), []string{"/secrets:get", "/secrets:list", "/secrets:watch"}; !slices.Equal(got, want) {
+		t.Errorf("Role %s grants %v, want %v", name, got, want)
+	}
+	var bound bool
+	for _, o := range r.Select("RoleBinding") {
+		if o.GetName() == name && o.GetNamespace() == Namespace {
+			b := decode[rbacv1.RoleBinding](t, o)
+			checkBinding(t, b.RoleRef, b.Subjects, "Role", name, managerName)
+			bound = true
+		}
+	}
+	if !bound {
+		t.Errorf("no RoleBinding %s", name)
+	}
+	if r := render(t, "defaults"); r.Get("Role", name) != nil {
+		t.Errorf("a cluster-wide install renders %s too; its ClusterRole already reads Secrets", name)
+	}
+}

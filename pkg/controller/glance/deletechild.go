@@ -8,7 +8,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
@@ -42,4 +45,83 @@ func ownedBy(obj client.Object, g *v1alpha1.Glance) bool {
 	}
 	key, ok := targetcluster.OwnerOf(obj.GetLabels(), "Glance")
 	return ok && key == client.ObjectKeyFromObject(g)
+}
+
+// targetKinds are the kinds a Glance's children on a target may have: the
+// owned kinds, and the HTTPRoute where the target serves it.
+func targetKinds(c *targetcluster.Cluster) ([]schema.GroupVersionKind, error) {
+	var gvks []schema.GroupVersionKind
+	for _, obj := range targetcluster.OwnedKinds() {
+		gvk, err := apiutil.GVKForObject(obj, c.Scheme)
+		if err != nil {
+			return nil, err
+		}
+		gvks = append(gvks, gvk)
+	}
+	served, err := c.Serves(httpRouteGVK)
+	if err != nil {
+		return nil, err
+	}
+	if served {
+		gvks = append(gvks, httpRouteGVK)
+	}
+	return gvks, nil
+}
+
+// targetChildKinds names the kinds of children a Glance has on a target.
+func targetChildKinds(scheme *runtime.Scheme) []string {
+	var kinds []string
+	for _, obj := range targetcluster.OwnedKinds() {
+		if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {
+			kinds = append(kinds, gvk.Kind)
+		}
+	}
+	return append(kinds, httpRouteGVK.Kind)
+}
+
+// deleteTargetChildren deletes the Glance's children on a target cluster,
+// found by its owner labels, and returns the kinds that still have some.
+func deleteTargetChildren(ctx context.Context, c *targetcluster.Cluster, g *v1alpha1.Glance) ([]string, error) {
+	gvks, err := targetKinds(c)
+	if err != nil {
+		return nil, err
+	}
+	owner := client.MatchingLabels{
+		targetcluster.OwnerKindLabel: "Glance", targetcluster.OwnerNameLabel: g.Name, targetcluster.OwnerNamespaceLabel: g.Namespace,
+	}
+	// Read uncached: the cache may still hold what is already gone.
+	count := func(gvk schema.GroupVersionKind) (int, error) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.Reader.List(ctx, list, client.InNamespace(g.Namespace), owner); err != nil {
+			return 0, fmt.Errorf("list %s children on target cluster %s: %w", gvk.Kind, c.Name, err)
+		}
+		return len(list.Items), nil
+	}
+	var remaining []string
+	for _, gvk := range gvks {
+		n, err := count(gvk)
+		if err != nil || n == 0 {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		// Background: a Job's pods, a Deployment's ReplicaSets go with it.
+		if err := c.Client.DeleteAllOf(ctx, obj, client.InNamespace(g.Namespace), owner,
+			client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete %s children on target cluster %s: %w", gvk.Kind, c.Name, err)
+		}
+		// Children without finalizers are gone at once; the others are
+		// waited for.
+		if n, err = count(gvk); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			remaining = append(remaining, fmt.Sprintf("%d %s", n, gvk.Kind))
+		}
+	}
+	return remaining, nil
 }

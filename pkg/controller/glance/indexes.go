@@ -29,6 +29,9 @@ const (
 	IndexGlanceSecretStore = "glance.openstack.c5c3.io/secret-store"
 	// IndexGlanceMariaDB indexes Glances by spec.database.clusterRef.name.
 	IndexGlanceMariaDB = "spec.database.clusterRef.name"
+	// IndexGlanceTargetCluster indexes Glances by
+	// spec.targetClusterRef.name, so a stopped target wakes its Glances.
+	IndexGlanceTargetCluster = "spec.targetClusterRef.name"
 )
 
 // RegisterIndexes registers the field indexes of both controllers.
@@ -59,6 +62,12 @@ func RegisterIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{&v1alpha1.Glance{}, IndexGlanceSecretStore, func(o client.Object) []string {
 			kind, name := secretStore(o.(*v1alpha1.Glance))
 			return []string{string(kind) + "/" + name}
+		}},
+		{&v1alpha1.Glance{}, IndexGlanceTargetCluster, func(o client.Object) []string {
+			if ref := o.(*v1alpha1.Glance).Spec.TargetClusterRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
 		}},
 		{&v1alpha1.Glance{}, IndexGlanceMariaDB, func(o client.Object) []string {
 			if ref := o.(*v1alpha1.Glance).Spec.Database.ClusterRef; ref != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,10 @@ type Reconciler struct {
 	Client client.Client
 	// Resolver finds the cluster a Glance's children live on.
 	Resolver targetcluster.Resolver
+	// Targets, when set, are the registry's hooks: the controller watches
+	// each target's children while it runs. Nil serves the management
+	// cluster only.
+	Targets Targets
 	// Recorder emits events on the Glance.
 	Recorder events.EventRecorder
 	// Metrics are the operator's collectors.
@@ -153,12 +158,25 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		return ctrl.Result{}, nil
 	}
 	if resolveErr != nil {
+		left := strings.Join(targetChildKinds(r.Client.Scheme()), ", ")
+		if g.Spec.Database.ClusterRef != nil {
+			left += ", and the MariaDB Database, User and Grant"
+		}
 		r.Recorder.Eventf(g, nil, "Warning", "RemoteChildrenAbandoned", "Finalize",
-			"target cluster unavailable (%v): the children of this Glance on it, and its MariaDB Database, User and Grant, are left behind", resolveErr)
+			"target cluster unavailable (%v): left behind on it in namespace %s, with this Glance's owner labels: %s", resolveErr, g.Namespace, left)
 	} else {
 		remaining, err := deleteDatabaseObjects(ctx, cluster, g)
 		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if !cluster.IsManagement() {
+			// No owner references cross clusters, so no garbage collector
+			// takes the target's children: delete them by owner label.
+			children, err := deleteTargetChildren(ctx, cluster, g)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			remaining = append(remaining, children...)
 		}
 		if len(remaining) > 0 {
 			r.Recorder.Eventf(g, nil, "Normal", "FinalizingDatabase", "Finalize", "waiting for %v to be deleted", remaining)

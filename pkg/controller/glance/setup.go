@@ -2,6 +2,8 @@ package glance
 
 import (
 	"context"
+	"fmt"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +32,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glances,verbs=get;list;watch;update;patch
@@ -108,15 +112,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 	} else {
 		log.FromContext(ctx).Info("Gateway API not installed; spec.gateway will report GatewayAPINotInstalled")
 	}
-	for _, w := range []struct {
-		gvk   schema.GroupVersionKind
-		index string
-		key   func(client.Object) string
-	}{
-		{clusterSecretStoreGVK, IndexGlanceSecretStore, func(o client.Object) string { return string(v1alpha1.ClusterSecretStoreKind) + "/" + o.GetName() }},
-		{secretStoreGVK, IndexGlanceSecretStore, func(o client.Object) string { return string(v1alpha1.SecretStoreKindName) + "/" + o.GetName() }},
-		{mariaDBGVK, IndexGlanceMariaDB, func(o client.Object) string { return o.GetName() }},
-	} {
+	for _, w := range optionalWatches() {
+		if w.index == "" {
+			continue // owned: below
+		}
 		if _, err := mapper.RESTMapping(w.gvk.GroupKind(), w.gvk.Version); err != nil {
 			log.FromContext(ctx).Info("optional API not installed; not watching it", "kind", w.gvk.String())
 			continue
@@ -135,7 +134,165 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		u.SetGroupVersionKind(gvk)
 		b = b.Owns(u)
 	}
-	return b.Complete(r)
+	if r.Targets == nil {
+		return b.Complete(r)
+	}
+	// A target's watches are added to the running controller when it
+	// connects; the queue source lets a stopped target wake its Glances.
+	queue := &queueSource{}
+	ctl, err := b.WatchesRawSource(queue).Build(r)
+	if err != nil {
+		return err
+	}
+	r.Targets.OnStart(func(ctx context.Context, t *targetcluster.Target) {
+		r.watchTarget(ctx, ctl, t)
+		// A Glance waiting on TargetClusterUnavailable need not wait for
+		// its requeue.
+		r.enqueueTargeting(t.Name, queue)
+	})
+	r.Targets.OnStop(func(name string) { r.enqueueTargeting(name, queue) })
+	return nil
+}
+
+// Targets are the hooks of the target cluster registry.
+type Targets interface {
+	OnStart(func(context.Context, *targetcluster.Target))
+	OnStop(func(string))
+}
+
+// watchTarget watches a connected target's children, mapped back by their
+// owner labels, its user Secrets and ConfigMaps, and the optional APIs it
+// serves, until ctx (the target's run) ends.
+func (r *Reconciler) watchTarget(ctx context.Context, ctl controller.Controller, t *targetcluster.Target) {
+	logger := log.FromContext(ctx).WithValues("cluster", t.Name)
+	watch := func(src source.Source) {
+		if err := ctl.Watch(TargetSource(ctx, src)); err != nil {
+			logger.Error(err, "watch a target cluster")
+		}
+	}
+	owned := handler.EnqueueRequestsFromMapFunc(ownerToGlance)
+	for _, obj := range targetcluster.OwnedKinds() {
+		watch(source.Kind(t.GetCache(), obj, owned))
+	}
+	watch(source.Kind[client.Object](t.GetCache(), &discoveryv1.EndpointSlice{}, owned, endpointReadinessChanged))
+	watch(source.Kind(t.References, metadataOf("", "v1", "Secret"),
+		handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances)))
+	watch(source.Kind(t.References, metadataOf("", "v1", "ConfigMap"),
+		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
+			return r.indexedGlances(IndexGlanceConfigMap, nil)(ctx, cm)
+		})))
+	for _, w := range optionalWatches() {
+		if _, err := t.GetRESTMapper().RESTMapping(w.gvk.GroupKind(), w.gvk.Version); err != nil {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(w.gvk)
+		if w.index == "" {
+			watch(source.Kind[client.Object](t.GetCache(), u, owned))
+		} else {
+			watch(source.Kind[client.Object](t.GetCache(), u, handler.EnqueueRequestsFromMapFunc(r.indexedGlances(w.index, w.key))))
+		}
+	}
+}
+
+// enqueueTargeting wakes the Glances naming a target that started or
+// stopped, so they converge or report TargetClusterUnavailable at once.
+func (r *Reconciler) enqueueTargeting(name string, queue *queueSource) {
+	// Before the controller starts (the manager's cache may not have
+	// synced; a replica not leading) there is nothing to wake, and a list
+	// could block the registry.
+	if !queue.started() {
+		return
+	}
+	var list v1alpha1.GlanceList
+	if err := r.Client.List(context.Background(), &list, client.MatchingFields{IndexGlanceTargetCluster: name}); err != nil {
+		log.Log.Error(err, "list the Glances of a target cluster", "cluster", name)
+		return
+	}
+	for i := range list.Items {
+		queue.add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+}
+
+// ownerToGlance maps a target child to its Glance by its owner labels; a
+// db-purge run carries the CronJob template's labels instead.
+func ownerToGlance(ctx context.Context, o client.Object) []reconcile.Request {
+	if key, ok := targetcluster.OwnerOf(o.GetLabels(), "Glance"); ok {
+		return []reconcile.Request{{NamespacedName: key}}
+	}
+	return purgeRunToGlance(ctx, o)
+}
+
+// TargetSource runs src until life, a target's run, ends; for watches
+// added to a running controller when a target connects.
+func TargetSource(life context.Context, src source.Source) source.Source {
+	return &targetSource{life: life, src: src}
+}
+
+// targetSource runs src until the target's run (life) ends. It never
+// reports a sync error: a target that stops before the controller starts
+// must not fail the controller.
+type targetSource struct {
+	life context.Context
+	src  source.Source
+}
+
+func (s *targetSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
+	context.AfterFunc(ctx, func() { stop() })
+	return s.src.Start(ctx, q)
+}
+
+func (s *targetSource) String() string { return fmt.Sprintf("target cluster %v", s.src) }
+
+// queueSource hands the controller's queue to enqueueTargeting; before the
+// controller starts there is nothing to wake, its start lists every Glance.
+type queueSource struct {
+	mu sync.Mutex
+	q  workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (s *queueSource) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.q = q
+	return nil
+}
+
+func (s *queueSource) started() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q != nil
+}
+
+func (s *queueSource) add(req reconcile.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.q != nil {
+		s.q.Add(req)
+	}
+}
+
+type optionalWatch struct {
+	gvk   schema.GroupVersionKind
+	index string // empty: an owned kind, mapped by owner
+	key   func(client.Object) string
+}
+
+// optionalWatches are the optional APIs a Glance reads (the stores and the
+// MariaDB cluster, mapped by index) and the database objects it owns.
+func optionalWatches() []optionalWatch {
+	return []optionalWatch{
+		{gvk: clusterSecretStoreGVK, index: IndexGlanceSecretStore, key: func(o client.Object) string {
+			return string(v1alpha1.ClusterSecretStoreKind) + "/" + o.GetName()
+		}},
+		{gvk: secretStoreGVK, index: IndexGlanceSecretStore, key: func(o client.Object) string {
+			return string(v1alpha1.SecretStoreKindName) + "/" + o.GetName()
+		}},
+		{gvk: mariaDBGVK, index: IndexGlanceMariaDB, key: func(o client.Object) string { return o.GetName() }},
+		{gvk: databaseGVK}, {gvk: userGVK}, {gvk: grantGVK},
+	}
 }
 
 func metadataOf(group, version, kind string) *metav1.PartialObjectMetadata {

@@ -35,9 +35,14 @@ const PollInterval = 15 * time.Second
 type Reconciler struct {
 	// Client reads the GlanceBackends and their parent Glances on the
 	// management cluster.
-	Client   client.Client
+	Client client.Client
+	// Resolver finds the parent's cluster, where the credentials Secret and
+	// the Deployment are read.
 	Resolver targetcluster.Resolver
-	Metrics  *metrics.Metrics
+	// Targets, when set, are the registry's hooks; nil serves the
+	// management cluster only.
+	Targets glance.Targets
+	Metrics *metrics.Metrics
 
 	pipeline *pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
 // +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=get;list;watch
@@ -34,7 +35,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references cache.Cache, 
 	}
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"})
-	return ctrl.NewControllerManagedBy(mgr).
+	secretToBackends := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+		return r.list(ctx, s.Namespace, glance.IndexBackendSecret, s.Name)
+	})
+	deploymentToBackends := handler.EnqueueRequestsFromMapFunc(r.backendsOf(func(o client.Object) (string, string) {
+		return o.GetNamespace(), o.GetLabels()[render.LabelInstance]
+	}))
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("glancebackend").
 		WithOptions(opts).
 		For(&v1alpha1.GlanceBackend{}).
@@ -43,14 +50,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references cache.Cache, 
 		Watches(&v1alpha1.Glance{}, handler.EnqueueRequestsFromMapFunc(r.backendsOf(func(o client.Object) (string, string) {
 			return o.GetNamespace(), o.GetName()
 		}))).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.backendsOf(func(o client.Object) (string, string) {
-			return o.GetNamespace(), o.GetLabels()[render.LabelInstance]
-		}))).
-		WatchesRawSource(source.Kind(references, secret, handler.TypedEnqueueRequestsFromMapFunc(
-			func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
-				return r.list(ctx, s.Namespace, glance.IndexBackendSecret, s.Name)
-			}))).
-		Complete(r)
+		Watches(&appsv1.Deployment{}, deploymentToBackends).
+		WatchesRawSource(source.Kind(references, secret, secretToBackends))
+	if r.Targets == nil {
+		return b.Complete(r)
+	}
+	ctl, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	// On a target the credentials Secret and the parent's Deployment are
+	// watched there, while it runs.
+	r.Targets.OnStart(func(ctx context.Context, t *targetcluster.Target) {
+		for _, src := range []source.Source{
+			source.Kind(t.References, secret.DeepCopy(), secretToBackends),
+			source.Kind[client.Object](t.GetCache(), &appsv1.Deployment{}, deploymentToBackends),
+		} {
+			if err := ctl.Watch(glance.TargetSource(ctx, src)); err != nil {
+				log.FromContext(ctx).Error(err, "watch a target cluster", "cluster", t.Name)
+			}
+		}
+	})
+	return nil
 }
 
 // backendsOf maps an object to the backends of the Glance it names.

@@ -45,7 +45,9 @@ func runSuite(m *testing.M) int {
 	klog.SetLogger(logger)
 
 	var err error
-	if management, err = controlplane.StartAPIServer(controlplane.APIServerOptions{}); err != nil {
+	// The Glance CRs live on the management cluster; the external APIs
+	// their children need (ESO, mariadb-operator) on the target.
+	if management, err = controlplane.StartAPIServer(controlplane.APIServerOptions{CRDs: controlplane.CRDs{Glance: true}}); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: start the management kube-apiserver:", err)
 		return 1
 	}
@@ -104,8 +106,14 @@ func startTargetServer() (*targetServer, error) {
 	// Without it the server's shutdown waits a minute for the registry's
 	// open watches.
 	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
+	crds, err := controlplane.CRDs{MariaDB: true, ExternalSecrets: true}.Paths()
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
+		CRDDirectoryPaths:        crds,
+		ErrorIfCRDPathMissing:    true,
 		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,

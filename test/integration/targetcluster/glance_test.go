@@ -1,0 +1,479 @@
+package targetcluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/operator"
+	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
+	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
+)
+
+// The operator's manager runs against the management cluster with a
+// clusters namespace; a Glance there names the target cluster, where the
+// test plays the external operators (ESO, mariadb-operator, the Job
+// controller) on the target's API.
+
+var mariaDBGVK = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "MariaDB"}
+
+// glanceScene is one test's namespace on both clusters, a manager serving
+// targets from a clusters namespace of its own, and the target registered
+// in it.
+type glanceScene struct {
+	// Env is the namespace on the target, with a Ready ClusterSecretStore.
+	*operatortest.Env
+	t        *testing.T
+	clusters string
+	// target is the target cluster's name: the scene's own, as the
+	// Glances of earlier scenes stay on the management cluster.
+	target     string
+	kubeconfig []byte
+}
+
+func newGlanceScene(t *testing.T) *glanceScene {
+	t.Helper()
+	clusters := newNamespace(t, mgmtClient)
+	mgr, err := operatortest.StartManager(management.Config, operator.Options{ClustersNamespace: clusters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := operatortest.NewEnv(t, target.client)
+	t.Cleanup(func() {
+		if err := mgr.Stop(); err != nil {
+			t.Errorf("stop manager: %v", err)
+		}
+		// No namespace controller runs on the target, and the registry
+		// tests' watches there see every owner-labelled child.
+		for _, obj := range targetcluster.OwnedKinds() {
+			if err := target.client.DeleteAllOf(context.Background(), obj, client.InNamespace(env.NS),
+				client.HasLabels{targetcluster.OwnerKindLabel}); err != nil {
+				t.Errorf("clean up the target: %v", err)
+			}
+		}
+	})
+	if err := mgmtClient.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := target.user("glance-operator-" + env.NS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &glanceScene{Env: env, t: t, clusters: clusters, target: "region-" + env.NS, kubeconfig: kubeconfigOf(t, cfg)}
+	s.register()
+	return s
+}
+
+func (s *glanceScene) register() {
+	s.t.Helper()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.target, Namespace: s.clusters}}
+	if _, err := ctrl.CreateOrUpdate(s.t.Context(), mgmtClient, sec, func() error {
+		sec.Labels = map[string]string{targetcluster.KubeconfigSecretLabel: "true"}
+		sec.Data = kubeconfigData(s.kubeconfig)
+		return nil
+	}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *glanceScene) deregister() {
+	s.t.Helper()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.target, Namespace: s.clusters}}
+	if err := mgmtClient.Delete(s.t.Context(), sec); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// glance creates the Glance on the management cluster, naming the target.
+func (s *glanceScene) glance() *v1alpha1.Glance {
+	s.t.Helper()
+	g := fixtures.NewGlance(s.NS, "glance", "2025.2")
+	g.Spec.SecretStoreRef = &v1alpha1.SecretStoreReference{Kind: v1alpha1.ClusterSecretStoreKind, Name: s.Store}
+	g.Spec.TargetClusterRef = &v1alpha1.TargetClusterReference{Name: s.target}
+	if err := mgmtClient.Create(s.t.Context(), g); err != nil {
+		s.t.Fatal(err)
+	}
+	return g
+}
+
+// world gives the Glance what it reads on the target (credentials, a Ready
+// MariaDB, S3 credentials) and a default backend on the management cluster.
+func (s *glanceScene) world() {
+	s.t.Helper()
+	s.Credentials("pw")
+	s.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	b := fixtures.NewBackend(s.NS, "primary", "glance", true, "s3")
+	if err := mgmtClient.Create(s.t.Context(), b); err != nil {
+		s.t.Fatal(err)
+	}
+	mdb := &unstructured.Unstructured{}
+	mdb.SetGroupVersionKind(mariaDBGVK)
+	mdb.SetNamespace(s.NS)
+	mdb.SetName("mariadb")
+	mdb.Object["spec"] = map[string]any{"replicas": int64(1)}
+	s.Create(mdb)
+	s.setReady(mariaDBGVK, "mariadb")
+}
+
+// setReady writes a Ready condition on the target, as the object's operator
+// would.
+func (s *glanceScene) setReady(gvk schema.GroupVersionKind, name string) {
+	s.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	if err := target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, u); err != nil {
+		s.t.Fatal(err)
+	}
+	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "Ready", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z",
+	}}}
+	if err := target.client.Status().Update(s.t.Context(), u); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// ownerLabels select the Glance's children on the target.
+func (s *glanceScene) ownerLabels() client.MatchingLabels {
+	return client.MatchingLabels{
+		targetcluster.OwnerKindLabel: "Glance", targetcluster.OwnerNameLabel: "glance", targetcluster.OwnerNamespaceLabel: s.NS,
+	}
+}
+
+// provision plays the mariadb-operator on the target: the Database, User
+// and Grant, carrying the owner labels, turn Ready.
+func (s *glanceScene) provision() {
+	s.t.Helper()
+	for _, kind := range []string{"Database", "User", "Grant"} {
+		gvk := mariaDBGVK.GroupVersion().WithKind(kind)
+		s.Eventually(kind+" glance on the target", func() bool {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			err := target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, u)
+			_, owned := targetcluster.OwnerOf(u.GetLabels(), "Glance")
+			return err == nil && owned
+		}, nil)
+		s.setReady(gvk, "glance")
+	}
+}
+
+// finishDBSync plays the Job controller on the target.
+func (s *glanceScene) finishDBSync() {
+	s.t.Helper()
+	j := &batchv1.Job{}
+	s.Eventually("Job glance-db-sync on the target", func() bool {
+		return target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, j) == nil
+	}, nil)
+	now := metav1.Now()
+	start := metav1.NewTime(now.Add(-time.Minute))
+	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &start, &now, 1
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	if err := target.client.Status().Update(s.t.Context(), j); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// condition waits for a condition of the Glance on the management cluster.
+func (s *glanceScene) condition(typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
+	s.t.Helper()
+	var last *metav1.Condition
+	eventually(s.t, timeout, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
+		g := &v1alpha1.Glance{}
+		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
+			return err
+		}
+		if last = meta.FindStatusCondition(g.Status.Conditions, typ); last == nil || last.Status != status || last.Reason != reason {
+			return fmt.Errorf("last %s: %+v", typ, last)
+		}
+		return nil
+	})
+	return *last
+}
+
+// deployment waits for the Glance's Deployment on the target.
+func (s *glanceScene) deployment() *appsv1.Deployment {
+	s.t.Helper()
+	d := &appsv1.Deployment{}
+	s.Eventually("Deployment glance on the target", func() bool {
+		return target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, d) == nil && d.DeletionTimestamp == nil
+	}, nil)
+	return d
+}
+
+// running brings the Glance up to its Deployment on the target.
+func (s *glanceScene) running() *appsv1.Deployment {
+	s.t.Helper()
+	s.world()
+	s.glance()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+	s.provision()
+	s.finishDBSync()
+	s.condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced, 30*time.Second)
+	return s.deployment()
+}
+
+// childKinds are the kinds of the children a running Glance has.
+var childKinds = []struct {
+	kind string
+	list func() client.ObjectList
+}{
+	{"Secret", func() client.ObjectList { return &corev1.SecretList{} }},
+	{"ConfigMap", func() client.ObjectList { return &corev1.ConfigMapList{} }},
+	{"Service", func() client.ObjectList { return &corev1.ServiceList{} }},
+	{"Deployment", func() client.ObjectList { return &appsv1.DeploymentList{} }},
+	{"Job", func() client.ObjectList { return &batchv1.JobList{} }},
+	{"CronJob", func() client.ObjectList { return &batchv1.CronJobList{} }},
+}
+
+func count(t *testing.T, cl client.Client, list client.ObjectList, opts ...client.ListOption) int {
+	t.Helper()
+	if err := cl.List(t.Context(), list, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return meta.LenList(list)
+}
+
+// rollOut plays the Deployment controller on the target: every replica up
+// to date and ready.
+func (s *glanceScene) rollOut(d *appsv1.Deployment) {
+	s.t.Helper()
+	n := ptr.Deref(d.Spec.Replicas, 1)
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+	}
+	if err := target.client.Status().Update(s.t.Context(), d); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func TestGlanceRegister(t *testing.T) {
+	s := newGlanceScene(t)
+	s.rollOut(s.running())
+	// The parallel group, the db-purge CronJob among it, runs once the
+	// Deployment has rolled out.
+	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	s.Eventually("CronJob glance-db-purge on the target", func() bool {
+		return count(t, target.client, &batchv1.CronJobList{}, client.InNamespace(s.NS), s.ownerLabels()) > 0
+	}, nil)
+	for _, k := range childKinds {
+		if n := count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n == 0 {
+			t.Errorf("no %s of the Glance on the target carries the owner labels", k.kind)
+		}
+		if n := count(t, mgmtClient, k.list(), client.InNamespace(s.NS), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); n != 0 {
+			t.Errorf("%d %s children of the Glance on the management cluster, want none", n, k.kind)
+		}
+	}
+	d := s.deployment()
+	if len(d.OwnerReferences) != 0 {
+		t.Errorf("the target's Deployment has owner references %v; they cannot point across clusters", d.OwnerReferences)
+	}
+	// The backend's credentials are read on the target.
+	b := &v1alpha1.GlanceBackend{}
+	eventually(t, 30*time.Second, "backend CredentialsReady", func() error {
+		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "primary"}, b); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionCredentialsReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("CredentialsReady %+v", c)
+		}
+		return nil
+	})
+}
+
+// restoredWithin is well under the shortest requeue of a Glance waiting for
+// its Deployment (10 s), so only the watch on the target restores in time.
+const restoredWithin = 3 * time.Second
+
+func TestGlanceRestore(t *testing.T) {
+	s := newGlanceScene(t)
+	d := s.running()
+	// Let the passes the children's creation woke finish, so that what
+	// follows is restored by a watch event on the target, not by them.
+	time.Sleep(time.Second)
+
+	deleteAndWaitRecreated(t, d, &appsv1.Deployment{})
+
+	d = s.deployment()
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	d.Spec.Replicas = ptr.To(want + 5)
+	if err := target.client.Update(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, restoredWithin, "the edited replicas undone", func() error {
+		got := &appsv1.Deployment{}
+		if err := target.client.Get(t.Context(), client.ObjectKeyFromObject(d), got); err != nil {
+			return err
+		}
+		if r := ptr.Deref(got.Spec.Replicas, 1); r != want {
+			return fmt.Errorf("replicas %d, want %d", r, want)
+		}
+		return nil
+	})
+
+	svc := &corev1.Service{}
+	if err := target.client.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	deleteAndWaitRecreated(t, svc, &corev1.Service{})
+}
+
+// deleteAndWaitRecreated deletes a child on the target and waits for the
+// operator to create it again (a new UID) within restoredWithin.
+func deleteAndWaitRecreated(t *testing.T, obj, got client.Object) {
+	t.Helper()
+	if err := target.client.Delete(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, restoredWithin, fmt.Sprintf("the deleted %T restored", obj), func() error {
+		if err := target.client.Get(t.Context(), client.ObjectKeyFromObject(obj), got); err != nil {
+			return err
+		}
+		if got.GetUID() == obj.GetUID() {
+			return fmt.Errorf("still the deleted %T", obj)
+		}
+		return nil
+	})
+}
+
+func TestGlanceDeregisterAndReturn(t *testing.T) {
+	s := newGlanceScene(t)
+	s.Credentials("pw")
+	s.glance()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+
+	s.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	if err := mgmtClient.Create(t.Context(), fixtures.NewBackend(s.NS, "primary", "glance", true, "s3")); err != nil {
+		t.Fatal(err)
+	}
+	s.backendCondition(v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
+
+	s.deregister()
+	// Sooner than the 15 s requeue: the target's stop wakes the Glance.
+	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, 10*time.Second)
+	if !strings.Contains(c.Message, "not registered") {
+		t.Errorf("TargetClusterUnavailable message %q does not carry the resolver's error", c.Message)
+	}
+	bc := s.backendCondition(v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable)
+	if !strings.Contains(bc.Message, "not registered") {
+		t.Errorf("the backend's TargetClusterUnavailable message %q does not carry the resolver's error", bc.Message)
+	}
+
+	s.register()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+	s.backendCondition(v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
+}
+
+// backendCondition waits for a condition of the backend primary.
+func (s *glanceScene) backendCondition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	s.t.Helper()
+	var last *metav1.Condition
+	eventually(s.t, 30*time.Second, fmt.Sprintf("backend %s=%s/%s", typ, status, reason), func() error {
+		b := &v1alpha1.GlanceBackend{}
+		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "primary"}, b); err != nil {
+			return err
+		}
+		if last = meta.FindStatusCondition(b.Status.Conditions, typ); last == nil || last.Status != status || last.Reason != reason {
+			return fmt.Errorf("last %s: %+v", typ, last)
+		}
+		return nil
+	})
+	return *last
+}
+
+func TestGlanceDeleteWithTargetPresent(t *testing.T) {
+	s := newGlanceScene(t)
+	s.running()
+	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
+	if err := mgmtClient.Delete(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Glance gone", func() error {
+		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
+	})
+	for _, k := range childKinds {
+		if n := count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
+			t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
+		}
+	}
+	for _, kind := range []string{"Database", "User", "Grant"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		if n := count(t, target.client, list, client.InNamespace(s.NS)); n != 0 {
+			t.Errorf("%d %s left on the target", n, kind)
+		}
+	}
+	// The user's Secrets are not the Glance's.
+	if err := target.client.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the user's Secret glance-db: %v", err)
+	}
+}
+
+func TestGlanceAbandon(t *testing.T) {
+	s := newGlanceScene(t)
+	s.Credentials("pw")
+	s.glance()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+	s.deregister()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, 30*time.Second)
+
+	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
+	if err := mgmtClient.Delete(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Glance gone", func() error {
+		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
+	})
+	eventually(t, 10*time.Second, "a RemoteChildrenAbandoned event", func() error {
+		var events eventsv1.EventList
+		if err := mgmtClient.List(t.Context(), &events, client.InNamespace(s.NS)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "RemoteChildrenAbandoned" && e.Type == corev1.EventTypeWarning {
+				for _, kind := range []string{"Deployment", "Service", "MariaDB Database"} {
+					if !strings.Contains(e.Note, kind) {
+						return fmt.Errorf("the event %q does not name %s", e.Note, kind)
+					}
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(events.Items))
+	})
+	// Left behind: what the Glance made on the target before it went.
+	left := 0
+	for _, k := range childKinds {
+		left += count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels())
+	}
+	if left == 0 {
+		t.Errorf("no child of the Glance left on the target; the abandon path deletes nothing, so some should remain")
+	}
+}
