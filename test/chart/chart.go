@@ -47,6 +47,7 @@ var Matrix = []Install{
 		"dashboard":      map[string]any{"enabled": true},
 	}}},
 	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
+	{"target-cluster-rbac", map[string]any{"targetCluster": map[string]any{"rbac": true}}},
 }
 
 // MatrixValues returns the values of the matrix install name.

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -235,5 +236,31 @@ func TestNamespacedInstallReadsTheClusterKubeconfigs(t *testing.T) {
 	}
 	if r := render(t, "defaults"); r.Get("Role", name) != nil {
 		t.Errorf("a cluster-wide install renders %s too; its ClusterRole already reads Secrets", name)
+	}
+}
+
+// TestTargetClusterRBAC: the bundle for a target cluster grants what the
+// manager does there, its generated rules without its own API group (the
+// CRs stay on the management cluster), plus the service proxy of the health
+// probe; the default install does not render it.
+func TestTargetClusterRBAC(t *testing.T) {
+	name := managerName + "-target-cluster"
+	if render(t, "defaults").Get("ClusterRole", name) != nil {
+		t.Errorf("the default install renders ClusterRole %s", name)
+	}
+	role := decode[rbacv1.ClusterRole](t, mustGet(t, render(t, "target-cluster-rbac"), "ClusterRole", name))
+	generated, _ := generatedRoles(t, "manager")
+	var want []string
+	for _, g := range grants(generated.Rules) {
+		if !strings.HasPrefix(g, "glance.openstack.c5c3.io/") {
+			want = append(want, g)
+		}
+	}
+	want = append(want, "/services/proxy:get")
+	sort.Strings(want)
+	got := grants(role.Rules)
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole %s grants %v, want %v", name, got, want)
 	}
 }
