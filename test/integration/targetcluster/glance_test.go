@@ -477,3 +477,35 @@ func TestGlanceAbandon(t *testing.T) {
 		t.Errorf("no child of the Glance left on the target; the abandon path deletes nothing, so some should remain")
 	}
 }
+
+// TestGlanceUnreachable: a target whose API server stops gives
+// TargetClusterUnavailable with the resolver's error; when it is back the
+// Glance converges with no manual step.
+func TestGlanceUnreachable(t *testing.T) {
+	s := newGlanceScene(t)
+	s.Credentials("pw")
+	s.glance()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+
+	if err := target.stopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	running := false
+	t.Cleanup(func() {
+		if !running {
+			if err := target.startAPIServer(); err != nil {
+				t.Errorf("restart the target API server: %v", err)
+			}
+		}
+	})
+	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, time.Minute)
+	if !strings.Contains(c.Message, "not reachable") {
+		t.Errorf("TargetClusterUnavailable message %q does not say the target is unreachable", c.Message)
+	}
+
+	if err := target.startAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	running = true
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, time.Minute)
+}
