@@ -20,6 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
@@ -508,4 +510,37 @@ func TestGlanceUnreachable(t *testing.T) {
 	}
 	running = true
 	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, time.Minute)
+}
+
+// TestGlanceGatewayAPIOnTheTargetOnly: the management cluster does not serve
+// the Gateway API, the target does: the HTTPRoute is made on the target,
+// judged by the target's own discovery.
+func TestGlanceGatewayAPIOnTheTargetOnly(t *testing.T) {
+	if _, err := mgmtClient.RESTMapper().RESTMapping(schema.GroupKind{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute"}); err == nil {
+		t.Fatal("the management API server serves the Gateway API; this story needs it absent there")
+	}
+	s := newGlanceScene(t)
+	s.rollOut(s.running())
+	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	for range 10 {
+		g := &v1alpha1.Glance{}
+		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
+			t.Fatal(err)
+		}
+		g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "public"}, Hostname: "image.example.com"}
+		if err := mgmtClient.Update(t.Context(), g); err == nil {
+			break
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	// No Gateway controller runs on the target: the route waits for
+	// acceptance, which says the Gateway API was found there.
+	c := s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonHTTPRouteNotAccepted, 30*time.Second)
+	if strings.Contains(c.Message, "does not serve") {
+		t.Errorf("HTTPRouteReady %q", c.Message)
+	}
+	s.Eventually("the HTTPRoute on the target with the owner labels", func() bool {
+		return count(t, target.client, &gatewayv1.HTTPRouteList{}, client.InNamespace(s.NS), s.ownerLabels()) == 1
+	}, nil)
 }

@@ -106,7 +106,7 @@ func startTargetServer() (*targetServer, error) {
 	// Without it the server's shutdown waits a minute for the registry's
 	// open watches.
 	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
-	crds, err := controlplane.CRDs{MariaDB: true, ExternalSecrets: true}.Paths()
+	crds, err := controlplane.CRDs{MariaDB: true, ExternalSecrets: true, GatewayAPI: true}.Paths()
 	if err != nil {
 		return nil, err
 	}
