@@ -16,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -543,4 +545,36 @@ func TestGlanceGatewayAPIOnTheTargetOnly(t *testing.T) {
 	s.Eventually("the HTTPRoute on the target with the owner labels", func() bool {
 		return count(t, target.client, &gatewayv1.HTTPRouteList{}, client.InNamespace(s.NS), s.ownerLabels()) == 1
 	}, nil)
+}
+
+// TestGlanceRefusedKubeconfig: a kubeconfig whose user runs an exec plugin
+// is refused; the Glance says so, and converges once the kubeconfig is
+// fixed.
+func TestGlanceRefusedKubeconfig(t *testing.T) {
+	s := newGlanceScene(t)
+	good := s.kubeconfig
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["target"] = &clientcmdapi.Cluster{Server: serverOf(target.config), CertificateAuthorityData: target.config.CAData}
+	kc.AuthInfos["plugin"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion: "client.authentication.k8s.io/v1", Command: "/bin/true", InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}
+	kc.Contexts["target"] = &clientcmdapi.Context{Cluster: "target", AuthInfo: "plugin"}
+	kc.CurrentContext = "target"
+	exec, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.kubeconfig = exec
+	s.register()
+
+	s.Credentials("pw")
+	s.glance()
+	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, 30*time.Second)
+	if !strings.Contains(c.Message, "refused") || !strings.Contains(c.Message, "exec") {
+		t.Errorf("TargetClusterUnavailable message %q does not say the exec kubeconfig is refused", c.Message)
+	}
+
+	s.kubeconfig = good
+	s.register()
+	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
 }
