@@ -482,38 +482,6 @@ func TestGlanceAbandon(t *testing.T) {
 	}
 }
 
-// TestGlanceUnreachable: a target whose API server stops gives
-// TargetClusterUnavailable with the resolver's error; when it is back the
-// Glance converges with no manual step.
-func TestGlanceUnreachable(t *testing.T) {
-	s := newGlanceScene(t)
-	s.Credentials("pw")
-	s.glance()
-	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
-
-	if err := target.stopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	running := false
-	t.Cleanup(func() {
-		if !running {
-			if err := target.startAPIServer(); err != nil {
-				t.Errorf("restart the target API server: %v", err)
-			}
-		}
-	})
-	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, time.Minute)
-	if !strings.Contains(c.Message, "not reachable") {
-		t.Errorf("TargetClusterUnavailable message %q does not say the target is unreachable", c.Message)
-	}
-
-	if err := target.startAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	running = true
-	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, time.Minute)
-}
-
 // TestGlanceGatewayAPIOnTheTargetOnly: the management cluster does not serve
 // the Gateway API, the target does: the HTTPRoute is made on the target,
 // judged by the target's own discovery.
