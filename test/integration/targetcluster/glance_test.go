@@ -200,18 +200,30 @@ func (s *glanceScene) finishDBSync() {
 // condition waits for a condition of the Glance on the management cluster.
 func (s *glanceScene) condition(typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
 	s.t.Helper()
+	return s.waitCondition(&v1alpha1.Glance{}, "glance", typ, status, reason, timeout)
+}
+
+// waitCondition waits for a condition of the CR name on the management
+// cluster, read into obj.
+func (s *glanceScene) waitCondition(obj conditioned, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
+	s.t.Helper()
 	var last *metav1.Condition
-	eventually(s.t, timeout, fmt.Sprintf("%s=%s/%s", typ, status, reason), func() error {
-		g := &v1alpha1.Glance{}
-		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
+	eventually(s.t, timeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, obj); err != nil {
 			return err
 		}
-		if last = meta.FindStatusCondition(g.Status.Conditions, typ); last == nil || last.Status != status || last.Reason != reason {
+		if last = meta.FindStatusCondition(obj.GetConditions(), typ); last == nil || last.Status != status || last.Reason != reason {
 			return fmt.Errorf("last %s: %+v", typ, last)
 		}
 		return nil
 	})
 	return *last
+}
+
+// conditioned is a CR with conditions: a Glance or a GlanceBackend.
+type conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
 }
 
 // deployment waits for the Glance's Deployment on the target.
@@ -390,18 +402,7 @@ func TestGlanceDeregisterAndReturn(t *testing.T) {
 // backendCondition waits for a condition of the backend primary.
 func (s *glanceScene) backendCondition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	s.t.Helper()
-	var last *metav1.Condition
-	eventually(s.t, 30*time.Second, fmt.Sprintf("backend %s=%s/%s", typ, status, reason), func() error {
-		b := &v1alpha1.GlanceBackend{}
-		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "primary"}, b); err != nil {
-			return err
-		}
-		if last = meta.FindStatusCondition(b.Status.Conditions, typ); last == nil || last.Status != status || last.Reason != reason {
-			return fmt.Errorf("last %s: %+v", typ, last)
-		}
-		return nil
-	})
-	return *last
+	return s.waitCondition(&v1alpha1.GlanceBackend{}, "primary", typ, status, reason, 30*time.Second)
 }
 
 func TestGlanceDeleteWithTargetPresent(t *testing.T) {
