@@ -92,6 +92,7 @@ type Registry struct {
 	deregistered map[string]<-chan struct{}
 	onStart      []func(context.Context, *Target)
 	onStop       []func(string)
+	onReach      []func(string)
 	runs         sync.WaitGroup
 }
 
@@ -153,6 +154,16 @@ func (r *Registry) OnStop(fn func(name string)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onStop = append(r.onStop, fn)
+}
+
+// OnReachabilityChange registers fn, called each time a started target's
+// API server stops answering or answers again, so what resolves it can
+// report the change without waiting for a requeue. fn runs on the target's
+// goroutine and must not block. Register before Start.
+func (r *Registry) OnReachabilityChange(fn func(name string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onReach = append(r.onReach, fn)
 }
 
 // NeedLeaderElection is false: like the manager's caches, the targets'
@@ -477,11 +488,20 @@ func (r *Registry) run(rn *run, prev <-chan struct{}) {
 		connected := err == nil
 		// Log what changed, not each probe; connecting is not a failure.
 		if !errors.Is(err, errConnecting) && (!reported || connected != wasConnected) {
+			changed := reported && target != nil
 			reported, wasConnected = true, connected
 			if connected {
 				log.Info("Target cluster connected")
 			} else {
 				log.Info("Target cluster not reachable", "reason", err.Error())
+			}
+			if changed {
+				r.mu.Lock()
+				onReach := r.onReach
+				r.mu.Unlock()
+				for _, fn := range onReach {
+					fn(rn.name)
+				}
 			}
 		}
 		if connected || rn.probeFailed() {

@@ -66,6 +66,10 @@ type Cluster struct {
 
 	procs   []*process
 	tempDir bool
+	// bin and apiServerArgs start kube-apiserver again after StopAPIServer.
+	bin           string
+	apiServerArgs []string
+	apiRestarts   int
 }
 
 // FakeNodeAnnotation marks the nodes kwok manages.
@@ -157,7 +161,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 
-	if err := c.start(bin, "kube-apiserver",
+	c.bin = bin
+	c.apiServerArgs = []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -178,7 +183,10 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		// No kube-proxy routes ClusterIPs here: the API server dials a
 		// webhook Service through its EndpointSlices instead.
 		"--enable-aggregator-routing=true",
-	); err != nil {
+		// Without it a stop waits a minute for the clients' open watches.
+		"--shutdown-watch-termination-grace-period=5s",
+	}
+	if err := c.start(bin, "kube-apiserver", c.apiServerArgs...); err != nil {
 		return nil, err
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
@@ -188,10 +196,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err != nil {
 		return nil, err
 	}
-	if err := c.poll(ctx, "kube-apiserver ready", func(ctx context.Context) (bool, error) {
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	}); err != nil {
+	if err := c.waitAPIServerReady(ctx, cs); err != nil {
 		return nil, err
 	}
 	if err := checkServerVersion(c.Config); err != nil {
@@ -304,6 +309,50 @@ func (c *Cluster) startCertManager(ctx context.Context, bin string) error {
 	}
 	c.CertManagerMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	return nil
+}
+
+func (c *Cluster) waitAPIServerReady(ctx context.Context, cs kubernetes.Interface) error {
+	return c.poll(ctx, "kube-apiserver ready", func(ctx context.Context) (bool, error) {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+// StopAPIServer stops kube-apiserver alone, the outage a client of the
+// cluster sees when its API server goes away; etcd, the controllers and
+// kwok keep running. StartAPIServer brings it back on the same address.
+func (c *Cluster) StopAPIServer() error {
+	for i, p := range c.procs {
+		if p.name == "kube-apiserver" {
+			c.procs = slices.Delete(c.procs, i, i+1)
+			return p.stop(15 * time.Second)
+		}
+	}
+	return errors.New("kube-apiserver is not running")
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, with the
+// same flags and certificates, and waits until it is ready. Each run logs
+// to a file of its own.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	for _, p := range c.procs {
+		if p.name == "kube-apiserver" {
+			return errors.New("kube-apiserver is already running")
+		}
+	}
+	c.apiRestarts++
+	p, err := startProcessLogged(c.Dir, "kube-apiserver", fmt.Sprintf("kube-apiserver-%d", c.apiRestarts+1), filepath.Join(c.bin, "kube-apiserver"), c.apiServerArgs...)
+	if p != nil {
+		c.procs = append(c.procs, p)
+	}
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	return c.waitAPIServerReady(ctx, cs)
 }
 
 func (c *Cluster) start(bin, name string, args ...string) error {

@@ -51,3 +51,67 @@ spec:
 `)
 	return b.String()
 }
+
+// ReadyPodStage returns a kwok Stage that starts the pending pods matching
+// every expression (written as for FailingPodStage) at podIP instead of an
+// address of the node's pod range: Running, Ready, each container running.
+// Pointed at a test host, the pods' endpoints then lead to a real server.
+// Its weight wins over the default stages.
+func ReadyPodStage(name, podIP string, expressions ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: %s
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+`, name)
+	for _, e := range append(expressions,
+		`{key: .metadata.deletionTimestamp, operator: DoesNotExist}`,
+		`{key: .status.phase, operator: In, values: ["Pending"]}`,
+		`{key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}`) {
+		fmt.Fprintf(&b, "    - %s\n", e)
+	}
+	fmt.Fprintf(&b, `  weight: 10000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        state:
+          terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}
+      {{ end }}
+      {{ with NodeIPsWith .spec.nodeName }}
+      hostIP: {{ index . 0 | Quote }}
+      {{ end }}
+      podIP: %[1]q
+      podIPs:
+      - ip: %[1]q
+      phase: Running
+      startTime: {{ $now | Quote }}
+`, podIP)
+	return b.String()
+}

@@ -24,11 +24,18 @@ type process struct {
 }
 
 func startProcess(dir, name, bin string, args ...string) (*process, error) {
+	return startProcessLogged(dir, name, name, bin, args...)
+}
+
+// startProcessLogged is startProcess with its output in
+// <dir>/logs/<logName>.log: a second run of a component keeps the first
+// run's log.
+func startProcessLogged(dir, name, logName, bin string, args ...string) (*process, error) {
 	logDir := filepath.Join(dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(logDir, name+".log")
+	logPath := filepath.Join(logDir, logName+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err

@@ -47,6 +47,9 @@ var readyReasons = fixtures.ReadyReasons
 type scene struct {
 	t  *testing.T
 	ns string
+	// remote is where the Glance's world and children live: the target
+	// cluster the Glance names, or nil for the management cluster.
+	remote client.Client
 }
 
 // newScene creates the story's namespace and waits for its default
@@ -64,9 +67,22 @@ func newScene(t *testing.T, ns string) *scene {
 
 func (s *scene) create(obj client.Object) {
 	s.t.Helper()
-	if err := cl.Create(context.Background(), obj); err != nil {
+	s.createOn(cl, obj)
+}
+
+func (s *scene) createOn(c client.Client, obj client.Object) {
+	s.t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
 		s.t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 	}
+}
+
+// children is the client of the cluster the Glance's children live on.
+func (s *scene) children() client.Client {
+	if s.remote != nil {
+		return s.remote
+	}
+	return cl
 }
 
 func (s *scene) key(name string) client.ObjectKey {
@@ -89,7 +105,8 @@ func (s *scene) get(name string, obj client.Object) bool {
 
 // world creates what a Glance depends on, as the platform would provide
 // it: the credentials External Secrets would sync, the S3 credentials, and a
-// MariaDB cluster (the stand-in reports it Ready).
+// MariaDB cluster (the stand-in reports it Ready), on the cluster its
+// children live on.
 func (s *scene) world() {
 	s.t.Helper()
 	s.secret("glance-db", map[string]string{"username": "glance", "password": "s3cr3t/p@ss:w0rd?#%"})
@@ -100,12 +117,12 @@ func (s *scene) world() {
 	mdb.SetKind("MariaDB")
 	mdb.SetNamespace(s.ns)
 	mdb.SetName("mariadb")
-	s.create(mdb)
+	s.createOn(s.children(), mdb)
 }
 
 func (s *scene) secret(name string, data map[string]string) {
 	s.t.Helper()
-	s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, StringData: data})
+	s.createOn(s.children(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, StringData: data})
 }
 
 // newGlance is the Glance "glance" of the story on 2025.2 with two replicas.
@@ -485,7 +502,8 @@ func command(c corev1.Container) string {
 	return strings.Join(append(slices.Clone(c.Command), c.Args...), " ")
 }
 
-// metricValue reads a series of the manager's /metrics; 0 when absent.
+// metricValue reads a series of the manager's /metrics, counter or gauge,
+// summed over the series matching labels; 0 when absent.
 func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	resp, err := http.Get(stk.ManagerMetricsURL) //nolint:noctx // loopback scrape
@@ -511,7 +529,7 @@ func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 			}
 		}
 		if match == len(labels) {
-			total += m.GetCounter().GetValue()
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return total

@@ -159,7 +159,7 @@ func checkManagerNotForbidden() error {
 	// Not the start-up context: the suite may have outlived it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	forbidden, err := stk.ManagerForbiddenRequests(ctx)
+	forbidden, err := stk.ManagerForbiddenRequests(ctx, "")
 	if err != nil {
 		return fmt.Errorf("read glance-operator's denied requests: %w", err)
 	}

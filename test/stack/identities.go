@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -304,10 +305,18 @@ func (s *Stack) RBACDenials() ([]string, error) {
 }
 
 // ManagerForbiddenRequests returns, by HTTP method, how many of
-// glance-operator's API requests the API server answered 403, read from the
-// client-go counter rest_client_requests_total on its /metrics: a denial
-// the code handles without logging it still counts. Call it before Stop.
-func (s *Stack) ManagerForbiddenRequests(ctx context.Context) (map[string]float64, error) {
+// glance-operator's API requests the API server at server (the stack's own
+// when empty; a target's Config.Host) answered 403, read from the client-go
+// counter rest_client_requests_total on its /metrics: a denial the code
+// handles without logging it still counts. Call it before Stop.
+func (s *Stack) ManagerForbiddenRequests(ctx context.Context, server string) (map[string]float64, error) {
+	if server == "" {
+		server = s.Config.Host
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ManagerMetricsURL, nil)
 	if err != nil {
 		return nil, err
@@ -338,7 +347,7 @@ func (s *Stack) ManagerForbiddenRequests(ctx context.Context) (map[string]float6
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if labels["code"] == strconv.Itoa(http.StatusForbidden) {
+		if labels["code"] == strconv.Itoa(http.StatusForbidden) && labels["host"] == u.Host {
 			forbidden[labels["method"]] += m.GetCounter().GetValue()
 		}
 	}

@@ -22,7 +22,9 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 	metrics, health := ports[0], ports[1]
 	s.ManagerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	if baseArgs == nil {
-		baseArgs = []string{"--leader-elect=false", "--operator-namespace=" + OperatorNamespace}
+		// As the chart's Deployment: target clusters register in the
+		// operator's namespace.
+		baseArgs = []string{"--leader-elect=false", "--operator-namespace=" + OperatorNamespace, "--clusters-namespace=" + OperatorNamespace}
 	}
 	args := append(withFlags(baseArgs,
 		"--kubeconfig="+s.ManagerKubeconfig,
@@ -67,3 +69,6 @@ func (s *Stack) startHealthcheck() (string, error) {
 	}()
 	return l.Addr().String(), nil
 }
+
+// ManagerPID is the process ID of the running glance-operator.
+func (s *Stack) ManagerPID() int { return s.manager.PID() }

@@ -99,6 +99,7 @@ type Stack struct {
 	stopCertSync       func()
 	standIns           *standIns
 	healthcheck        *http.Server
+	targets            []*Target
 	tempDir            bool
 }
 
@@ -253,6 +254,10 @@ const maxDenialsReported = 5
 // more than once.
 func (s *Stack) Stop() error {
 	errs := []error{s.StopBinaries()}
+	for _, t := range s.targets {
+		errs = append(errs, t.Stop())
+	}
+	s.targets = nil
 	if s.standIns != nil {
 		errs = append(errs, s.standIns.stop())
 		s.standIns = nil

@@ -151,6 +151,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		r.enqueueTargeting(t.Name, queue)
 	})
 	r.Targets.OnStop(func(name string) { r.enqueueTargeting(name, queue) })
+	r.Targets.OnReachabilityChange(func(name string) { r.enqueueTargeting(name, queue) })
 	return nil
 }
 
@@ -158,6 +159,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 type Targets interface {
 	OnStart(func(context.Context, *targetcluster.Target))
 	OnStop(func(string))
+	OnReachabilityChange(func(string))
 }
 
 // watchTarget watches a connected target's children, mapped back by their
@@ -195,8 +197,9 @@ func (r *Reconciler) watchTarget(ctx context.Context, ctl controller.Controller,
 	}
 }
 
-// enqueueTargeting wakes the Glances naming a target that started or
-// stopped, so they converge or report TargetClusterUnavailable at once.
+// enqueueTargeting wakes the Glances naming a target that started,
+// stopped, or stopped or started answering, so they converge or report
+// TargetClusterUnavailable at once.
 func (r *Reconciler) enqueueTargeting(name string, queue *queueSource) {
 	// Before the controller starts (the manager's cache may not have
 	// synced; a replica not leading) there is nothing to wake, and a list
