@@ -28,6 +28,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
+	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
 	"github.com/c5c3/glance-operator/test/operatortest"
 )
@@ -51,16 +52,24 @@ type glanceScene struct {
 	// Glances of earlier scenes stay on the management cluster.
 	target     string
 	kubeconfig []byte
+	// remote is the target cluster's API server.
+	remote *targetServer
 }
 
 func newGlanceScene(t *testing.T) *glanceScene {
+	t.Helper()
+	return newGlanceSceneOn(t, target)
+}
+
+// newGlanceSceneOn is newGlanceScene with the target cluster remote.
+func newGlanceSceneOn(t *testing.T, remote *targetServer) *glanceScene {
 	t.Helper()
 	clusters := newNamespace(t, mgmtClient)
 	mgr, err := operatortest.StartManager(management.Config, operator.Options{ClustersNamespace: clusters})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := operatortest.NewEnv(t, target.client)
+	env := operatortest.NewEnv(t, remote.client)
 	t.Cleanup(func() {
 		if err := mgr.Stop(); err != nil {
 			t.Errorf("stop manager: %v", err)
@@ -68,7 +77,7 @@ func newGlanceScene(t *testing.T) *glanceScene {
 		// No namespace controller runs on the target, and the registry
 		// tests' watches there see every owner-labelled child.
 		for _, obj := range targetcluster.OwnedKinds() {
-			if err := target.client.DeleteAllOf(context.Background(), obj, client.InNamespace(env.NS),
+			if err := remote.client.DeleteAllOf(context.Background(), obj, client.InNamespace(env.NS),
 				client.HasLabels{targetcluster.OwnerKindLabel}); err != nil {
 				t.Errorf("clean up the target: %v", err)
 			}
@@ -77,11 +86,11 @@ func newGlanceScene(t *testing.T) *glanceScene {
 	if err := mgmtClient.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.NS}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := target.user("glance-operator-" + env.NS)
+	cfg, err := remote.user("glance-operator-" + env.NS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &glanceScene{Env: env, t: t, clusters: clusters, target: "region-" + env.NS, kubeconfig: kubeconfigOf(t, cfg)}
+	s := &glanceScene{Env: env, t: t, clusters: clusters, target: "region-" + env.NS, kubeconfig: kubeconfigOf(t, cfg), remote: remote}
 	s.register()
 	return s
 }
@@ -143,13 +152,13 @@ func (s *glanceScene) setReady(gvk schema.GroupVersionKind, name string) {
 	s.t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	if err := target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, u); err != nil {
+	if err := s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, u); err != nil {
 		s.t.Fatal(err)
 	}
 	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
 		"type": "Ready", "status": "True", "reason": "Ready", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z",
 	}}}
-	if err := target.client.Status().Update(s.t.Context(), u); err != nil {
+	if err := s.remote.client.Status().Update(s.t.Context(), u); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -170,7 +179,7 @@ func (s *glanceScene) provision() {
 		s.Eventually(kind+" glance on the target", func() bool {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
-			err := target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, u)
+			err := s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, u)
 			_, owned := targetcluster.OwnerOf(u.GetLabels(), "Glance")
 			return err == nil && owned
 		}, nil)
@@ -183,7 +192,7 @@ func (s *glanceScene) finishDBSync() {
 	s.t.Helper()
 	j := &batchv1.Job{}
 	s.Eventually("Job glance-db-sync on the target", func() bool {
-		return target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, j) == nil
+		return s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, j) == nil
 	}, nil)
 	now := metav1.Now()
 	start := metav1.NewTime(now.Add(-time.Minute))
@@ -192,7 +201,7 @@ func (s *glanceScene) finishDBSync() {
 		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
 	}
-	if err := target.client.Status().Update(s.t.Context(), j); err != nil {
+	if err := s.remote.client.Status().Update(s.t.Context(), j); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -231,7 +240,7 @@ func (s *glanceScene) deployment() *appsv1.Deployment {
 	s.t.Helper()
 	d := &appsv1.Deployment{}
 	s.Eventually("Deployment glance on the target", func() bool {
-		return target.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, d) == nil && d.DeletionTimestamp == nil
+		return s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, d) == nil && d.DeletionTimestamp == nil
 	}, nil)
 	return d
 }
@@ -277,7 +286,7 @@ func (s *glanceScene) rollOut(d *appsv1.Deployment) {
 	d.Status = appsv1.DeploymentStatus{
 		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
 	}
-	if err := target.client.Status().Update(s.t.Context(), d); err != nil {
+	if err := s.remote.client.Status().Update(s.t.Context(), d); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -546,4 +555,63 @@ func TestGlanceRefusedKubeconfig(t *testing.T) {
 	s.kubeconfig = good
 	s.register()
 	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+}
+
+// TestGlanceCapabilityProbeFailed: on a target without the Gateway API the
+// route waits for it; when the target's discovery of the Gateway API group
+// fails (its APIService names no running server), the Glance cannot tell
+// and says so, instead of taking the failure for an absent API.
+func TestGlanceCapabilityProbeFailed(t *testing.T) {
+	bare, err := startTargetServer(controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := bare.stop(); err != nil {
+			t.Errorf("stop the target without the Gateway API: %v", err)
+		}
+	})
+	s := newGlanceSceneOn(t, bare)
+	s.rollOut(s.running())
+	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	for {
+		g := &v1alpha1.Glance{}
+		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
+			t.Fatal(err)
+		}
+		g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "public"}, Hostname: "image.example.com"}
+		err := mgmtClient.Update(t.Context(), g)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)
+
+	// An aggregated API for the group whose server is missing: the
+	// target's discovery of gateway.networking.k8s.io/v1 answers 503.
+	apiService := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"group": "gateway.networking.k8s.io", "version": "v1",
+		"service":               map[string]any{"namespace": "default", "name": "no-such-gateway-api", "port": int64(443)},
+		"insecureSkipTLSVerify": true, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+	}}}
+	apiService.SetAPIVersion("apiregistration.k8s.io/v1")
+	apiService.SetKind("APIService")
+	apiService.SetName("v1.gateway.networking.k8s.io")
+	if err := bare.client.Create(t.Context(), apiService); err != nil {
+		t.Fatal(err)
+	}
+	// The HealthCheck retries every 10 s on a target with no endpoints,
+	// and each pass probes again.
+	c := s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonCapabilityProbeFailed, 30*time.Second)
+	if !strings.Contains(c.Message, "cannot tell whether the target cluster serves the Gateway API") {
+		t.Errorf("CapabilityProbeFailed message %q", c.Message)
+	}
+
+	if err := bare.client.Delete(t.Context(), apiService); err != nil {
+		t.Fatal(err)
+	}
+	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)
 }

@@ -56,7 +56,7 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stop the management kube-apiserver:", err)
 		}
 	}()
-	if target, err = startTargetServer(); err != nil {
+	if target, err = startTargetServer(controlplane.CRDs{MariaDB: true, ExternalSecrets: true, GatewayAPI: true}); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: start the target kube-apiserver:", err)
 		return 1
 	}
@@ -74,10 +74,6 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	if target.client, err = client.New(target.config, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
 	return m.Run()
 }
 
@@ -91,7 +87,8 @@ type targetServer struct {
 	client client.Client
 }
 
-func startTargetServer() (*targetServer, error) {
+// startTargetServer starts a target with the CRDs of crds installed.
+func startTargetServer(crds controlplane.CRDs) (*targetServer, error) {
 	bin, err := controlplane.BinDir(controlplane.EnvtestBinaries...)
 	if err != nil {
 		return nil, err
@@ -106,13 +103,13 @@ func startTargetServer() (*targetServer, error) {
 	// Without it the server's shutdown waits a minute for the registry's
 	// open watches.
 	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
-	crds, err := controlplane.CRDs{MariaDB: true, ExternalSecrets: true, GatewayAPI: true}.Paths()
+	paths, err := crds.Paths()
 	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
-		CRDDirectoryPaths:        crds,
+		CRDDirectoryPaths:        paths,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
 		ControlPlaneStartTimeout: 2 * time.Minute,
@@ -124,7 +121,15 @@ func startTargetServer() (*targetServer, error) {
 		_ = os.RemoveAll(certDir)
 		return nil, fmt.Errorf("start envtest control plane from %s: %w", bin, err)
 	}
-	return &targetServer{env: env, certDir: certDir, config: cfg}, nil
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		return nil, errors.Join(err, env.Stop(), os.RemoveAll(certDir))
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, errors.Join(err, env.Stop(), os.RemoveAll(certDir))
+	}
+	return &targetServer{env: env, certDir: certDir, config: cfg, client: c}, nil
 }
 
 // user provisions a user of the target's system:masters group.

@@ -42,6 +42,9 @@ type harness struct {
 
 	started chan string
 	stopped chan string
+	// reach hears the names of started targets that stopped or started
+	// answering.
+	reach chan string
 	// owners receives the owners, by their labels, of the ConfigMaps a
 	// listener's watch on each target's cache sees: what the Glance
 	// controller's watches on a target will do.
@@ -61,7 +64,7 @@ func startRegistry(t *testing.T) *harness {
 	}
 	h := &harness{
 		t: t, metrics: prometheus.NewRegistry(), namespace: newNamespace(t, mgmtClient),
-		started: make(chan string, 100), stopped: make(chan string, 100), owners: make(chan client.ObjectKey, 100),
+		started: make(chan string, 100), stopped: make(chan string, 100), reach: make(chan string, 100), owners: make(chan client.ObjectKey, 100),
 		targets: map[string]*targetcluster.Target{}, lives: map[string]context.Context{}, counts: map[string][2]int{},
 	}
 	m, err := metrics.New(h.metrics)
@@ -114,6 +117,7 @@ func startRegistry(t *testing.T) *harness {
 		h.mu.Unlock()
 		h.stopped <- name
 	})
+	h.registry.OnReachabilityChange(func(name string) { h.reach <- name })
 	if err := mgr.Add(h.registry); err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +251,8 @@ func (h *harness) wantQuiet(d time.Duration) {
 		h.t.Fatalf("unexpected start of %q", name)
 	case name := <-h.stopped:
 		h.t.Fatalf("unexpected stop of %q", name)
+	case name := <-h.reach:
+		h.t.Fatalf("unexpected reachability change of %q", name)
 	case <-time.After(d):
 	}
 }
@@ -607,6 +613,9 @@ func TestTargetAPIServerStopped(t *testing.T) {
 		t.Errorf("the error does not name the target's address %s: %v", addr, err)
 	}
 	h.wantGauge(map[string]string{"flaky": "false"})
+	// The outage is heard, so what resolves the target need not wait for
+	// a requeue to see it.
+	h.want(h.reach, "reachability change", "flaky")
 
 	if err := target.startAPIServer(); err != nil {
 		t.Fatalf("restart the target API server: %v", err)
@@ -618,6 +627,7 @@ func TestTargetAPIServerStopped(t *testing.T) {
 		t.Error("the target was restarted, want it to reconnect")
 	}
 	h.wantGauge(map[string]string{"flaky": "true"})
+	h.want(h.reach, "reachability change", "flaky")
 	h.wantQuiet(time.Second)
 	written := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "after-outage", Namespace: ns, Labels: map[string]string{render.LabelManagedBy: render.ManagedBy},
