@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,7 @@ type glanceScene struct {
 	kubeconfig []byte
 	// remote is the target cluster's API server.
 	remote *targetServer
+	mgr    *operatortest.Manager
 }
 
 func newGlanceScene(t *testing.T) *glanceScene {
@@ -90,7 +92,7 @@ func newGlanceSceneOn(t *testing.T, remote *targetServer) *glanceScene {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &glanceScene{Env: env, t: t, clusters: clusters, target: "region-" + env.NS, kubeconfig: kubeconfigOf(t, cfg), remote: remote}
+	s := &glanceScene{Env: env, t: t, clusters: clusters, target: "region-" + env.NS, kubeconfig: kubeconfigOf(t, cfg), remote: remote, mgr: mgr}
 	s.register()
 	return s
 }
@@ -116,11 +118,14 @@ func (s *glanceScene) deregister() {
 }
 
 // glance creates the Glance on the management cluster, naming the target.
-func (s *glanceScene) glance() *v1alpha1.Glance {
+func (s *glanceScene) glance(muts ...func(*v1alpha1.Glance)) *v1alpha1.Glance {
 	s.t.Helper()
 	g := fixtures.NewGlance(s.NS, "glance", "2025.2")
 	g.Spec.SecretStoreRef = &v1alpha1.SecretStoreReference{Kind: v1alpha1.ClusterSecretStoreKind, Name: s.Store}
 	g.Spec.TargetClusterRef = &v1alpha1.TargetClusterReference{Name: s.target}
+	for _, m := range muts {
+		m(g)
+	}
 	if err := mgmtClient.Create(s.t.Context(), g); err != nil {
 		s.t.Fatal(err)
 	}
@@ -614,4 +619,30 @@ func TestGlanceCapabilityProbeFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)
+}
+
+// TestGlanceStepErrorCounted: a step of a targeted Glance that fails counts
+// under its name, as for a Glance on the management cluster. This suite has
+// no webhook, so the spec reaches the reconciler as a CR that bypassed it.
+func TestGlanceStepErrorCounted(t *testing.T) {
+	s := newGlanceScene(t)
+	s.Credentials("pw")
+	errorsOf := func() float64 {
+		return testutil.ToFloat64(s.mgr.Metrics.Reconcile.Errors.WithLabelValues("DBConnectionSecret", v1alpha1.ConditionSecretsReady))
+	}
+	before := errorsOf()
+	s.glance(func(g *v1alpha1.Glance) {
+		g.Spec.Database.ClusterRef = nil
+		g.Spec.Database.Host = "db.example.com/glance?x="
+	})
+	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, 30*time.Second)
+	if !strings.Contains(c.Message, "cannot build the database connection") {
+		t.Errorf("SecretsReady message %q", c.Message)
+	}
+	eventually(t, 10*time.Second, "a DBConnectionSecret step error counted", func() error {
+		if n := errorsOf(); n <= before {
+			return fmt.Errorf("glance_operator_reconcile_errors_total{sub_reconciler=DBConnectionSecret} = %v", n)
+		}
+		return nil
+	})
 }
