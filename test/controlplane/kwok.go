@@ -12,26 +12,8 @@ import (
 // `{key: .metadata.namespace, operator: In, values: ["doomed"]}`.
 // Its weight wins over the default stages, so the failure is deterministic.
 func FailingPodStage(name string, expressions ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: %s
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-`, name)
-	for _, e := range append(expressions,
-		`{key: .metadata.deletionTimestamp, operator: DoesNotExist}`,
-		`{key: .status.phase, operator: In, values: ["Running"]}`) {
-		fmt.Fprintf(&b, "    - %s\n", e)
-	}
-	b.WriteString(`  weight: 10000
-  next:
-    statusTemplate: |
+	b := podStage(name, append(expressions, `{key: .status.phase, operator: In, values: ["Running"]}`))
+	b.WriteString(`
       {{ $now := Now }}
       containerStatuses:
       {{ range .spec.containers }}
@@ -58,27 +40,10 @@ spec:
 // Pointed at a test host, the pods' endpoints then lead to a real server.
 // Its weight wins over the default stages.
 func ReadyPodStage(name, podIP string, expressions ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: %s
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-`, name)
-	for _, e := range append(expressions,
-		`{key: .metadata.deletionTimestamp, operator: DoesNotExist}`,
+	b := podStage(name, append(expressions,
 		`{key: .status.phase, operator: In, values: ["Pending"]}`,
-		`{key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}`) {
-		fmt.Fprintf(&b, "    - %s\n", e)
-	}
-	fmt.Fprintf(&b, `  weight: 10000
-  next:
-    statusTemplate: |
+		`{key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}`))
+	fmt.Fprintf(b, `
       {{ $now := Now }}
       conditions:
       - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
@@ -114,4 +79,29 @@ spec:
       startTime: {{ $now | Quote }}
 `, podIP)
 	return b.String()
+}
+
+// podStage starts a pod Stage of the given selector expressions (pods not
+// being deleted), with a weight that wins over the default stages, up to
+// its status template, which the caller writes.
+func podStage(name string, expressions []string) *strings.Builder {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: %s
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+`, name)
+	for _, e := range append(expressions, `{key: .metadata.deletionTimestamp, operator: DoesNotExist}`) {
+		fmt.Fprintf(&b, "    - %s\n", e)
+	}
+	b.WriteString(`  weight: 10000
+  next:
+    statusTemplate: |`)
+	return &b
 }
