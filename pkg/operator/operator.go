@@ -177,7 +177,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Prober:            prober,
 		Probes:            probes,
 	}
-	// The Glance reconciler registers both controllers' field indexes.
+	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("register the field indexes: %w", err)
+	}
 	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {
 		return nil, fmt.Errorf("set up the Glance controller: %w", err)
 	}

@@ -38,8 +38,9 @@ const (
 	AnnotationPodTemplateHash = "glance.c5c3.io/pod-template-hash"
 )
 
-// Volume names. The reconciler reads the live config ConfigMap and backends
-// Secret back from VolumeConfig and VolumeBackends of the Deployment.
+// Volume names. The reconcilers read the live config ConfigMap and backends
+// Secret back from VolumeConfig and VolumeBackends of the Deployment
+// (MountedNames).
 const (
 	VolumeConfig      = "config"
 	VolumeBackends    = "backends"
@@ -302,4 +303,18 @@ func PodTemplateHash(t corev1.PodTemplateSpec) string {
 	b, _ := json.Marshal(t)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:contentHashLength]
+}
+
+// MountedNames reads back the config ConfigMap and the backends Secret a
+// pod spec mounts; empty when it mounts none.
+func MountedNames(pod corev1.PodSpec) (configMap, backendsSecret string) {
+	for _, v := range pod.Volumes {
+		switch {
+		case v.Name == VolumeConfig && v.ConfigMap != nil:
+			configMap = v.ConfigMap.Name
+		case v.Name == VolumeBackends && v.Secret != nil:
+			backendsSecret = v.Secret.SecretName
+		}
+	}
+	return configMap, backendsSecret
 }

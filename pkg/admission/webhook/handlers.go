@@ -24,10 +24,6 @@ const (
 	ValidateGlanceBackendPath = "/validate-glance-openstack-c5c3-io-v1alpha1-glancebackend"
 )
 
-// GlanceRefField is the field selector (and cache index) key of
-// GlanceBackend.spec.glanceRef.name.
-const GlanceRefField = "spec.glanceRef.name"
-
 // Handlers returns the four webhooks keyed by path.
 func Handlers(scheme *runtime.Scheme, lookups admission.Lookups) map[string]*crwebhook.Webhook {
 	return map[string]*crwebhook.Webhook{

@@ -26,7 +26,7 @@ type APILookups struct {
 // on the CRD's selectable field spec.glanceRef.name.
 func (l APILookups) Backends(ctx context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
 	var list v1alpha1.GlanceBackendList
-	if err := l.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{GlanceRefField: glance}); err != nil {
+	if err := l.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: glance}); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,13 +22,21 @@ import (
 	"github.com/c5c3/glance-operator/pkg/render"
 )
 
-// Keys of a GlanceBackend's S3 credentials Secret.
-const (
-	AccessKeyIDKey     = "access-key-id"
-	SecretAccessKeyKey = "secret-access-key"
-	// BackendsConfKey is the key of backends.conf in the backends Secret.
-	BackendsConfKey = "backends.conf"
-)
+// BackendsConfKey is the key of backends.conf in the backends Secret.
+const BackendsConfKey = "backends.conf"
+
+// S3CredentialsMissing names, quoted and comma-separated, the keys an S3
+// credentials Secret lacks; empty when it holds both. Both controllers
+// judge the Secret by it.
+func S3CredentialsMissing(s *corev1.Secret) string {
+	var missing []string
+	for _, k := range []string{v1alpha1.S3AccessKeyIDKey, v1alpha1.S3SecretAccessKeyKey} {
+		if len(s.Data[k]) == 0 {
+			missing = append(missing, strconv.Quote(k))
+		}
+	}
+	return strings.Join(missing, ", ")
+}
 
 // backendsProjection is what the Backends step hands to the steps after it.
 type backendsProjection struct {
@@ -58,7 +67,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	p.backends = backendsProjection{live: live, secretName: live.backendsSecret}
 
 	var list v1alpha1.GlanceBackendList
-	if err := p.r.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingFields{IndexBackendGlance: g.Name}); err != nil {
+	if err := p.r.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: g.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list backends: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
@@ -190,12 +199,10 @@ func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) 
 	if err != nil {
 		return render.Backend{}, fmt.Sprintf("its credentials Secret %q cannot be read: %v", name, err), nil
 	}
-	for _, k := range []string{AccessKeyIDKey, SecretAccessKeyKey} {
-		if len(s.Data[k]) == 0 {
-			return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %q", name, k), nil
-		}
+	if missing := S3CredentialsMissing(&s); missing != "" {
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %s", name, missing), nil
 	}
-	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(s.Data[AccessKeyIDKey]), SecretAccessKey: string(s.Data[SecretAccessKeyKey])}
+	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(s.Data[v1alpha1.S3AccessKeyIDKey]), SecretAccessKey: string(s.Data[v1alpha1.S3SecretAccessKeyKey])}
 	if err := render.CheckBackend(rb); err != nil {
 		return render.Backend{}, err.Error(), nil
 	}

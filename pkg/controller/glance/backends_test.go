@@ -37,12 +37,12 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 		g,
 		ready(fixtures.NewBackend(ns, "alpha", "glance", true, "alpha-s3")),
 		ready(fixtures.NewBackend(ns, "beta", "glance", false, "beta-s3")),
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-s3"}, Data: map[string][]byte{AccessKeyIDKey: []byte("ak"), SecretAccessKeyKey: []byte("sk")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-s3"}, Data: map[string][]byte{AccessKeyIDKey: []byte("ak"), SecretAccessKeyKey: []byte("sk")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.GlanceBackend{}).
-		WithIndex(&v1alpha1.GlanceBackend{}, IndexBackendGlance, func(o client.Object) []string {
+		WithIndex(&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.GlanceBackend).Spec.GlanceRef.Name}
 		}).
 		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {

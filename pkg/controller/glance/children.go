@@ -88,14 +88,7 @@ func readLiveNames(ctx context.Context, p *pass, g *v1alpha1.Glance) (liveNames,
 		return liveNames{}, fmt.Errorf("get Deployment %s: %w", g.Name, err)
 	}
 	var live liveNames
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		switch {
-		case v.Name == render.VolumeConfig && v.ConfigMap != nil:
-			live.configMap = v.ConfigMap.Name
-		case v.Name == render.VolumeBackends && v.Secret != nil:
-			live.backendsSecret = v.Secret.SecretName
-		}
-	}
+	live.configMap, live.backendsSecret = render.MountedNames(d.Spec.Template.Spec)
 	return live, nil
 }
 

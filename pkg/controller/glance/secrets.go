@@ -32,7 +32,7 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 		return ctrl.Result{RequeueAfter: SecretsPollInterval}, nil
 	}
 
-	kind, name := secretStore(g)
+	kind, name := g.SecretStore()
 	gvk, key := clusterSecretStoreGVK, client.ObjectKey{Name: name}
 	if kind == v1alpha1.SecretStoreKindName {
 		gvk, key = secretStoreGVK, client.ObjectKey{Namespace: g.Namespace, Name: name}

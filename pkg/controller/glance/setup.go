@@ -53,15 +53,12 @@ import (
 // +kubebuilder:rbac:groups=k8s.mariadb.com,resources=mariadbs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=k8s.mariadb.com,resources=databases;users;grants,verbs=get;list;watch;create;update;patch;delete
 
-// SetupWithManager registers the field indexes of both controllers and the
-// Glance controller. references is a metadata-only cache of the user's
+// SetupWithManager registers the Glance controller; pkg/operator has
+// registered the field indexes it lists by. references is a metadata-only cache of the user's
 // Secrets and ConfigMaps: their changes wake the Glances that read them,
 // while their contents are read uncached, so the operator's memory does not
 // grow with unrelated Secrets.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references cache.Cache, opts controller.Options) error {
-	if err := RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
-	}
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
@@ -100,7 +97,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 			handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances))).
 		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "ConfigMap"),
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
-				return r.indexedGlances(IndexGlanceConfigMap, nil)(ctx, cm)
+				return r.indexedGlances(v1alpha1.IndexGlanceConfigMap, nil)(ctx, cm)
 			})))
 
 	// The optional APIs are watched when installed at setup; without them
@@ -181,7 +178,7 @@ func (r *Reconciler) watchTarget(ctx context.Context, ctl controller.Controller,
 		handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances)))
 	watch(source.Kind(t.References, metadataOf("", "v1", "ConfigMap"),
 		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
-			return r.indexedGlances(IndexGlanceConfigMap, nil)(ctx, cm)
+			return r.indexedGlances(v1alpha1.IndexGlanceConfigMap, nil)(ctx, cm)
 		})))
 	for _, w := range optionalWatches() {
 		if _, err := t.GetRESTMapper().RESTMapping(w.gvk.GroupKind(), w.gvk.Version); err != nil {
@@ -208,7 +205,7 @@ func (r *Reconciler) enqueueTargeting(name string, queue *queueSource) {
 		return
 	}
 	var list v1alpha1.GlanceList
-	if err := r.Client.List(context.Background(), &list, client.MatchingFields{IndexGlanceTargetCluster: name}); err != nil {
+	if err := r.Client.List(context.Background(), &list, client.MatchingFields{v1alpha1.IndexGlanceTargetCluster: name}); err != nil {
 		log.Log.Error(err, "list the Glances of a target cluster", "cluster", name)
 		return
 	}
@@ -287,13 +284,13 @@ type optionalWatch struct {
 // MariaDB cluster, mapped by index) and the database objects it owns.
 func optionalWatches() []optionalWatch {
 	return []optionalWatch{
-		{gvk: clusterSecretStoreGVK, index: IndexGlanceSecretStore, key: func(o client.Object) string {
+		{gvk: clusterSecretStoreGVK, index: v1alpha1.IndexGlanceSecretStore, key: func(o client.Object) string {
 			return string(v1alpha1.ClusterSecretStoreKind) + "/" + o.GetName()
 		}},
-		{gvk: secretStoreGVK, index: IndexGlanceSecretStore, key: func(o client.Object) string {
+		{gvk: secretStoreGVK, index: v1alpha1.IndexGlanceSecretStore, key: func(o client.Object) string {
 			return string(v1alpha1.SecretStoreKindName) + "/" + o.GetName()
 		}},
-		{gvk: mariaDBGVK, index: IndexGlanceMariaDB, key: func(o client.Object) string { return o.GetName() }},
+		{gvk: mariaDBGVK, index: v1alpha1.IndexGlanceMariaDB, key: func(o client.Object) string { return o.GetName() }},
 		{gvk: databaseGVK}, {gvk: userGVK}, {gvk: grantGVK},
 	}
 }
@@ -369,9 +366,9 @@ func (r *Reconciler) indexedGlances(index string, key func(client.Object) string
 // secretToGlances maps a Secret to the Glances that read it directly and to
 // the parents of the backends whose credentials it holds.
 func (r *Reconciler) secretToGlances(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
-	reqs := r.indexedGlances(IndexGlanceSecret, nil)(ctx, s)
+	reqs := r.indexedGlances(v1alpha1.IndexGlanceSecret, nil)(ctx, s)
 	var backends v1alpha1.GlanceBackendList
-	if err := r.Client.List(ctx, &backends, client.InNamespace(s.Namespace), client.MatchingFields{IndexBackendSecret: s.Name}); err != nil {
+	if err := r.Client.List(ctx, &backends, client.InNamespace(s.Namespace), client.MatchingFields{v1alpha1.IndexBackendSecret: s.Name}); err != nil {
 		log.FromContext(ctx).Error(err, "map Secret to backends", "secret", s.Name)
 		return reqs
 	}

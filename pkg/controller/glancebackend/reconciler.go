@@ -107,7 +107,7 @@ func reconcileCredentials(ctx context.Context, b *v1alpha1.GlanceBackend, p *pas
 		return ctrl.Result{}, nil
 	}
 	pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable,
-		fmt.Sprintf("Secret %q holds %s and %s", b.Spec.S3.CredentialsSecretRef.Name, glance.AccessKeyIDKey, glance.SecretAccessKeyKey))
+		fmt.Sprintf("Secret %q holds %s and %s", b.Spec.S3.CredentialsSecretRef.Name, v1alpha1.S3AccessKeyIDKey, v1alpha1.S3SecretAccessKeyKey))
 	return ctrl.Result{}, nil
 }
 
@@ -126,14 +126,8 @@ func credentialsProblem(ctx context.Context, c *targetcluster.Cluster, b *v1alph
 	if err != nil {
 		return "", fmt.Errorf("get Secret %s/%s: %w", b.Namespace, name, err)
 	}
-	var missing []string
-	for _, k := range []string{glance.AccessKeyIDKey, glance.SecretAccessKeyKey} {
-		if len(s.Data[k]) == 0 {
-			missing = append(missing, fmt.Sprintf("%q", k))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Sprintf("Secret %q lacks key %s", name, strings.Join(missing, ", ")), nil
+	if missing := glance.S3CredentialsMissing(&s); missing != "" {
+		return fmt.Sprintf("Secret %q lacks key %s", name, missing), nil
 	}
 	return "", nil
 }
@@ -156,12 +150,7 @@ func reconcileProjection(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get Deployment %s: %w", p.parent.Name, err)
 	}
-	secretName := ""
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Name == render.VolumeBackends && v.Secret != nil {
-			secretName = v.Secret.SecretName
-		}
-	}
+	_, secretName := render.MountedNames(d.Spec.Template.Spec)
 	if secretName == "" {
 		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the Deployment of Glance %q mounts no backends Secret yet", p.parent.Name))
 	}

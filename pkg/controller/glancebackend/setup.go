@@ -36,7 +36,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references cache.Cache, 
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Secret"})
 	secretToBackends := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
-		return r.list(ctx, s.Namespace, glance.IndexBackendSecret, s.Name)
+		return r.list(ctx, s.Namespace, v1alpha1.IndexBackendSecret, s.Name)
 	})
 	deploymentToBackends := handler.EnqueueRequestsFromMapFunc(r.backendsOf(func(o client.Object) (string, string) {
 		return o.GetNamespace(), o.GetLabels()[render.LabelInstance]
@@ -81,7 +81,7 @@ func (r *Reconciler) backendsOf(glanceOf func(client.Object) (namespace, name st
 		if name == "" {
 			return nil
 		}
-		return r.list(ctx, ns, glance.IndexBackendGlance, name)
+		return r.list(ctx, ns, v1alpha1.IndexBackendGlance, name)
 	}
 }
 

@@ -1,0 +1,60 @@
+package v1alpha1
+
+// Field indexes of the operator's caches, by the field or relation they
+// index. The controllers list by them; pkg/operator registers them.
+const (
+	// IndexBackendGlance indexes GlanceBackends by spec.glanceRef.name; the
+	// same key is the CRD's selectable field, which the webhook lists by.
+	IndexBackendGlance = "spec.glanceRef.name"
+	// IndexBackendSecret indexes GlanceBackends by their S3 credentials
+	// Secret.
+	IndexBackendSecret = "spec.s3.credentialsSecretRef.name"
+	// IndexGlanceSecret indexes Glances by every Secret they read directly
+	// (SecretNames).
+	IndexGlanceSecret = "glance.openstack.c5c3.io/secrets"
+	// IndexGlanceConfigMap indexes Glances by the policy ConfigMap they read.
+	IndexGlanceConfigMap = "spec.policyOverrides.configMapRef.name"
+	// IndexGlanceSecretStore indexes Glances by the store they gate on, as
+	// "<kind>/<name>" (SecretStore).
+	IndexGlanceSecretStore = "glance.openstack.c5c3.io/secret-store"
+	// IndexGlanceMariaDB indexes Glances by spec.database.clusterRef.name.
+	IndexGlanceMariaDB = "spec.database.clusterRef.name"
+	// IndexGlanceTargetCluster indexes Glances by
+	// spec.targetClusterRef.name, so a stopped target wakes its Glances.
+	IndexGlanceTargetCluster = "spec.targetClusterRef.name"
+)
+
+// Keys of a GlanceBackend's S3 credentials Secret.
+const (
+	S3AccessKeyIDKey     = "access-key-id"
+	S3SecretAccessKeyKey = "secret-access-key"
+)
+
+// SecretNames are the Secrets a Glance reads directly: the database and
+// service-user credentials and the database TLS material.
+func (g *Glance) SecretNames() []string {
+	names := []string{g.Spec.Database.SecretRef.Name, g.Spec.ServiceUser.SecretRef.Name}
+	if tls := g.Spec.Database.TLS; tls != nil {
+		if tls.CABundleSecretRef != nil {
+			names = append(names, tls.CABundleSecretRef.Name)
+		}
+		if tls.ClientCertSecretRef != nil {
+			names = append(names, tls.ClientCertSecretRef.Name)
+		}
+	}
+	return names
+}
+
+// SecretStore is spec.secretStoreRef with its defaults filled in.
+func (g *Glance) SecretStore() (SecretStoreKind, string) {
+	kind, name := DefaultSecretStoreKind, DefaultSecretStoreName
+	if ref := g.Spec.SecretStoreRef; ref != nil {
+		if ref.Kind != "" {
+			kind = ref.Kind
+		}
+		if ref.Name != "" {
+			name = ref.Name
+		}
+	}
+	return kind, name
+}

@@ -1,0 +1,59 @@
+package operator
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// registerIndexes registers every field index the controllers and the
+// webhook lookups list by, before any controller is set up.
+func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, ix := range []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.GlanceBackend).Spec.GlanceRef.Name}
+		}},
+		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendSecret, func(o client.Object) []string {
+			if s3 := o.(*v1alpha1.GlanceBackend).Spec.S3; s3 != nil {
+				return []string{s3.CredentialsSecretRef.Name}
+			}
+			return nil
+		}},
+		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceSecret, func(o client.Object) []string {
+			return o.(*v1alpha1.Glance).SecretNames()
+		}},
+		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceConfigMap, func(o client.Object) []string {
+			if p := o.(*v1alpha1.Glance).Spec.PolicyOverrides; p != nil && p.ConfigMapRef != nil {
+				return []string{p.ConfigMapRef.Name}
+			}
+			return nil
+		}},
+		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceSecretStore, func(o client.Object) []string {
+			kind, name := o.(*v1alpha1.Glance).SecretStore()
+			return []string{string(kind) + "/" + name}
+		}},
+		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceTargetCluster, func(o client.Object) []string {
+			if ref := o.(*v1alpha1.Glance).Spec.TargetClusterRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceMariaDB, func(o client.Object) []string {
+			if ref := o.(*v1alpha1.Glance).Spec.Database.ClusterRef; ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		}},
+	} {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return err
+		}
+	}
+	return nil
+}
