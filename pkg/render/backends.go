@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,7 +91,7 @@ func setBackend(f *INI, b Backend) error {
 	w.literal(name, "s3_store_access_key", b.AccessKeyID)
 	w.literal(name, "s3_store_secret_key", b.SecretAccessKey)
 	w.literal(name, "s3_store_bucket", s3.Bucket)
-	w.literal(name, "s3_store_bucket_url_format", orDefault(string(s3.BucketURLFormat), string(v1alpha1.DefaultBucketURLFormat)))
+	w.literal(name, "s3_store_bucket_url_format", cmp.Or(string(s3.BucketURLFormat), string(v1alpha1.DefaultBucketURLFormat)))
 	f.Set(name, "s3_store_create_bucket_on_put", strconv.FormatBool(s3.CreateBucketOnPut))
 	if s3.Region != "" {
 		w.literal(name, "s3_store_region_name", s3.Region)

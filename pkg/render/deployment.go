@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -384,7 +385,7 @@ const DefaultClusterDomain = "cluster.local"
 // cluster-local Service URL in clusterDomain. Both end in a slash.
 func Endpoint(g *v1alpha1.Glance, clusterDomain string) string {
 	if gw := g.Spec.Gateway; gw != nil {
-		path := orDefault(gw.Path, v1alpha1.DefaultGatewayPath)
+		path := cmp.Or(gw.Path, v1alpha1.DefaultGatewayPath)
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -113,14 +114,14 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		return nil, fmt.Errorf("spec.keystoneEndpoint is empty")
 	}
 	const ka = "keystone_authtoken"
-	w.literal(ka, "www_authenticate_uri", orDefault(s.KeystonePublicEndpoint, s.KeystoneEndpoint))
+	w.literal(ka, "www_authenticate_uri", cmp.Or(s.KeystonePublicEndpoint, s.KeystoneEndpoint))
 	w.literal(ka, "auth_url", s.KeystoneEndpoint)
 	f.Set(ka, "auth_type", "password")
 	u := s.ServiceUser
-	w.literal(ka, "username", orDefault(u.Username, v1alpha1.DefaultServiceUsername))
-	w.literal(ka, "project_name", orDefault(u.ProjectName, v1alpha1.DefaultServiceProjectName))
-	w.literal(ka, "user_domain_name", orDefault(u.UserDomainName, v1alpha1.DefaultServiceUserDomainName))
-	w.literal(ka, "project_domain_name", orDefault(u.ProjectDomainName, v1alpha1.DefaultServiceProjectDomainName))
+	w.literal(ka, "username", cmp.Or(u.Username, v1alpha1.DefaultServiceUsername))
+	w.literal(ka, "project_name", cmp.Or(u.ProjectName, v1alpha1.DefaultServiceProjectName))
+	w.literal(ka, "user_domain_name", cmp.Or(u.UserDomainName, v1alpha1.DefaultServiceUserDomainName))
+	w.literal(ka, "project_domain_name", cmp.Or(u.ProjectDomainName, v1alpha1.DefaultServiceProjectDomainName))
 	if s.Region != "" {
 		w.literal(ka, "region_name", s.Region)
 	}
@@ -147,7 +148,7 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 	}
 	if s.Cache != nil {
 		f.Set("cache", "enabled", "true")
-		w.literal("cache", "backend", orDefault(s.Cache.Backend, v1alpha1.DefaultCacheBackend))
+		w.literal("cache", "backend", cmp.Or(s.Cache.Backend, v1alpha1.DefaultCacheBackend))
 		if servers != "" {
 			w.literal("cache", "memcache_servers", servers)
 		}
@@ -228,11 +229,4 @@ func (w *osloWriter) literal(section, key, value string) {
 		return
 	}
 	w.f.Set(section, key, v)
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -48,7 +49,7 @@ func HTTPRoute(g *v1alpha1.Glance) (*gatewayv1.HTTPRoute, error) {
 	case len(gw.Hostname) > 253 || !gatewayHostnamePattern.MatchString(gw.Hostname):
 		return nil, fmt.Errorf("spec.gateway.hostname %q is not a DNS host name", gw.Hostname)
 	}
-	path := orDefault(gw.Path, v1alpha1.DefaultGatewayPath)
+	path := cmp.Or(gw.Path, v1alpha1.DefaultGatewayPath)
 	if len(path) > 1024 || !gatewayPathPattern.MatchString(path) {
 		return nil, fmt.Errorf("spec.gateway.path %q must be an absolute URL path", path)
 	}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 
@@ -136,7 +137,7 @@ func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
 		p = &v1alpha1.DBPurgeSpec{}
 	}
 	r := resolvedDBPurge{
-		schedule:                   orDefault(p.Schedule, v1alpha1.DefaultDBPurgeSchedule),
+		schedule:                   cmp.Or(p.Schedule, v1alpha1.DefaultDBPurgeSchedule),
 		suspend:                    ptr.Deref(p.Suspend, v1alpha1.DefaultDBPurgeSuspend),
 		ageInDays:                  ptr.Deref(p.AgeInDays, v1alpha1.DefaultDBPurgeAgeInDays),
 		maxRows:                    ptr.Deref(p.MaxRows, v1alpha1.DefaultDBPurgeMaxRows),

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,8 +34,8 @@ type resolvedLogging struct {
 func resolveLogging(s *v1alpha1.GlanceSpec) resolvedLogging {
 	r := resolvedLogging{format: v1alpha1.DefaultLogFormat, level: v1alpha1.DefaultLogLevel}
 	if l := s.Logging; l != nil {
-		r.format = v1alpha1.LogFormat(orDefault(string(l.Format), string(v1alpha1.DefaultLogFormat)))
-		r.level = v1alpha1.LogLevel(orDefault(string(l.Level), string(v1alpha1.DefaultLogLevel)))
+		r.format = v1alpha1.LogFormat(cmp.Or(string(l.Format), string(v1alpha1.DefaultLogFormat)))
+		r.level = v1alpha1.LogLevel(cmp.Or(string(l.Level), string(v1alpha1.DefaultLogLevel)))
 		r.debug = ptr.Deref(l.Debug, v1alpha1.DefaultLogDebug)
 		r.perLogger = l.PerLoggerLevels
 	}

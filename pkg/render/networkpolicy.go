@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -125,7 +126,7 @@ func netpolIngress(g *v1alpha1.Glance, f NetworkPolicyFacts) ([]networkingv1.Net
 	}
 	var namespaces []string
 	if gw := g.Spec.Gateway; gw != nil {
-		namespaces = append(namespaces, orDefault(gw.ParentRef.Namespace, g.Namespace))
+		namespaces = append(namespaces, cmp.Or(gw.ParentRef.Namespace, g.Namespace))
 	}
 	namespaces = append(namespaces, f.OperatorNamespace)
 	seen := map[string]bool{}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -134,7 +135,7 @@ func glanceEnv(g *v1alpha1.Glance) []corev1.EnvVar {
 	ref := g.Spec.ServiceUser.SecretRef
 	return []corev1.EnvVar{
 		secretEnv(EnvDatabaseConnection, DBConnectionSecretName(g.Name), DBConnectionKey),
-		secretEnv(EnvAuthtokenPassword, ref.Name, orDefault(ref.Key, v1alpha1.DefaultServiceUserPasswordKey)),
+		secretEnv(EnvAuthtokenPassword, ref.Name, cmp.Or(ref.Key, v1alpha1.DefaultServiceUserPasswordKey)),
 	}
 }
 
@@ -171,7 +172,7 @@ func glanceVolumes(g *v1alpha1.Glance, f WorkloadFacts) []corev1.Volume {
 	}
 	t := g.Spec.Database.TLS
 	if ca := t.CABundleSecretRef; ca != nil {
-		key := orDefault(ca.Key, v1alpha1.DefaultCABundleKey)
+		key := cmp.Or(ca.Key, v1alpha1.DefaultCABundleKey)
 		// Only the named key, so the file is exactly DBTLSCAPath and a
 		// missing key fails the mount visibly instead of the connection.
 		vols = append(vols, corev1.Volume{Name: VolumeDBTLSCA, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{

@@ -25,7 +25,7 @@ import (
 const (
 	componentConfig   = "config"
 	componentBackends = "backends"
-	componentDatabase = "database"
+	componentDatabase = render.ComponentDatabase
 )
 
 // historyKept is how many earlier content-addressed ConfigMaps and Secrets
@@ -33,9 +33,7 @@ const (
 const historyKept = 3
 
 func childLabels(g *v1alpha1.Glance, component string) map[string]string {
-	l := render.CommonLabels(g.Name)
-	l[render.LabelComponent] = component
-	return l
+	return render.ChildLabels(g.Name, component)
 }
 
 // ensureImmutable creates a content-addressed, immutable child unless it

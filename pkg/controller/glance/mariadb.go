@@ -15,20 +15,13 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
 // DatabasePollInterval is how often the MariaDB, db-sync and
 // ready-default-backend waits are polled.
 const DatabasePollInterval = 30 * time.Second
-
-// The mariadb-operator kinds a managed database is made of.
-var (
-	mariaDBGVK  = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "MariaDB"}
-	databaseGVK = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Database"}
-	userGVK     = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "User"}
-	grantGVK    = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Grant"}
-)
 
 // deleteDatabaseObjects deletes the Database, User and Grant of a managed
 // Glance and returns the ones that still exist. A brownfield Glance has none.
@@ -37,7 +30,7 @@ func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1a
 		return nil, nil
 	}
 	var remaining []string
-	for _, gvk := range []schema.GroupVersionKind{grantGVK, userGVK, databaseGVK} {
+	for _, gvk := range []schema.GroupVersionKind{render.GrantGVK, render.UserGVK, render.DatabaseGVK} {
 		installed, err := c.Serves(gvk)
 		if err != nil {
 			return nil, err
@@ -74,12 +67,12 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, reason, msg)
 		return false, nil
 	}
-	mdb, installed, found, err := getOptional(ctx, p.cluster, p.cluster.Client, mariaDBGVK, client.ObjectKey{Namespace: g.Namespace, Name: ref.Name})
+	mdb, installed, found, err := getOptional(ctx, p.cluster, p.cluster.Client, render.MariaDBGVK, client.ObjectKey{Namespace: g.Namespace, Name: ref.Name})
 	switch {
 	case err != nil:
 		return false, err
 	case !installed:
-		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("the mariadb-operator API (%s %s) is not installed", mariaDBGVK.GroupVersion(), mariaDBGVK.Kind))
+		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("the mariadb-operator API (%s %s) is not installed", render.MariaDBGVK.GroupVersion(), render.MariaDBGVK.Kind))
 	case !found:
 		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q not found", ref.Name))
 	}
@@ -91,7 +84,7 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 	}
 
 	var notReady []string
-	for _, obj := range databaseObjects(g, p) {
+	for _, obj := range render.DatabaseObjects(g, p.dbUsername) {
 		ready, err := applyDatabaseObject(ctx, p, g, obj)
 		if err != nil {
 			return false, err
@@ -104,39 +97,6 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		return wait(v1alpha1.ReasonWaitingForDatabase, fmt.Sprintf("waiting for %s to be Ready", strings.Join(notReady, ", ")))
 	}
 	return true, nil
-}
-
-// databaseObjects are the mariadb-operator objects of a managed Glance. With
-// Dynamic credentials the secret store issues the users, so only the
-// Database is the operator's.
-func databaseObjects(g *v1alpha1.Glance, p *pass) []*unstructured.Unstructured {
-	ref := map[string]any{"name": g.Spec.Database.ClusterRef.Name}
-	obj := func(gvk schema.GroupVersionKind, spec map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		u.SetGroupVersionKind(gvk)
-		u.SetNamespace(g.Namespace)
-		u.SetName(g.Name)
-		u.SetLabels(childLabels(g, componentDatabase))
-		return u
-	}
-	db := g.Spec.Database.Database
-	objs := []*unstructured.Unstructured{obj(databaseGVK, map[string]any{
-		"mariaDbRef": ref, "name": db, "characterSet": "utf8", "collate": "utf8_general_ci",
-	})}
-	if g.Spec.Database.CredentialsMode == v1alpha1.CredentialsModeDynamic {
-		return objs
-	}
-	secret := g.Spec.Database.SecretRef
-	return append(objs,
-		obj(userGVK, map[string]any{
-			"mariaDbRef": ref, "name": p.dbUsername, "host": "%",
-			"passwordSecretKeyRef": map[string]any{"name": secret.Name, "key": keyOr(secret.Key, v1alpha1.DefaultDatabasePasswordKey)},
-		}),
-		obj(grantGVK, map[string]any{
-			"mariaDbRef": ref, "privileges": []any{"ALL PRIVILEGES"}, "database": db, "table": "*",
-			"username": p.dbUsername, "host": "%",
-		}),
-	)
 }
 
 // applyDatabaseObject creates the object or brings its spec to what the

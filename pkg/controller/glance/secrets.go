@@ -1,6 +1,7 @@
 package glance
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,7 +55,7 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 	}
 
 	db := g.Spec.Database.SecretRef
-	dbData, msg, err := readSecretKeys(ctx, p, g.Namespace, db.Name, v1alpha1.DefaultDatabaseUsernameKey, keyOr(db.Key, v1alpha1.DefaultDatabasePasswordKey))
+	dbData, msg, err := readSecretKeys(ctx, p, g.Namespace, db.Name, v1alpha1.DefaultDatabaseUsernameKey, cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -62,10 +63,10 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 		return waiting(v1alpha1.ReasonWaitingForDBCredentials, msg)
 	}
 	p.dbUsername = dbData[v1alpha1.DefaultDatabaseUsernameKey]
-	p.dbPassword = dbData[keyOr(db.Key, v1alpha1.DefaultDatabasePasswordKey)]
+	p.dbPassword = dbData[cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)]
 
 	su := g.Spec.ServiceUser.SecretRef
-	suKey := keyOr(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
+	suKey := cmp.Or(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
 	suData, msg, err := readSecretKeys(ctx, p, g.Namespace, su.Name, suKey)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -78,13 +79,6 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable,
 		fmt.Sprintf("%s %q is Ready; Secrets %q and %q hold their keys", kind, name, db.Name, su.Name))
 	return ctrl.Result{}, nil
-}
-
-func keyOr(key, def string) string {
-	if key == "" {
-		return def
-	}
-	return key
 }
 
 // digest is the hex sha256 of a value: what pod annotations carry so that a

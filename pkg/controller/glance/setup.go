@@ -123,7 +123,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 	}
 	// The managed database objects are owned; their Ready flips wake the
 	// Glance.
-	for _, gvk := range []schema.GroupVersionKind{databaseGVK, userGVK, grantGVK} {
+	for _, gvk := range []schema.GroupVersionKind{render.DatabaseGVK, render.UserGVK, render.GrantGVK} {
 		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			continue
 		}
@@ -290,8 +290,8 @@ func optionalWatches() []optionalWatch {
 		{gvk: secretStoreGVK, index: v1alpha1.IndexGlanceSecretStore, key: func(o client.Object) string {
 			return string(v1alpha1.SecretStoreKindName) + "/" + o.GetName()
 		}},
-		{gvk: mariaDBGVK, index: v1alpha1.IndexGlanceMariaDB, key: func(o client.Object) string { return o.GetName() }},
-		{gvk: databaseGVK}, {gvk: userGVK}, {gvk: grantGVK},
+		{gvk: render.MariaDBGVK, index: v1alpha1.IndexGlanceMariaDB, key: func(o client.Object) string { return o.GetName() }},
+		{gvk: render.DatabaseGVK}, {gvk: render.UserGVK}, {gvk: render.GrantGVK},
 	}
 }
 
