@@ -2,9 +2,12 @@ package glance
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 	"github.com/c5c3/glance-operator/test/fixtures"
 )
@@ -84,4 +88,183 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return scheme
+}
+
+// backendSpec is a GlanceBackend of the Glance glance for the default-backend
+// table: credentials is the CredentialsReady status ("" leaves it unset).
+type backendSpec struct {
+	name        string
+	isDefault   bool
+	credentials metav1.ConditionStatus
+	deleting    bool
+}
+
+func (b backendSpec) objects() []client.Object {
+	gb := fixtures.NewBackend("openstack", b.name, "glance", b.isDefault, b.name+"-s3")
+	if b.credentials != "" {
+		meta.SetStatusCondition(&gb.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionCredentialsReady, Status: b.credentials, Reason: "Checked", Message: "checked"})
+	}
+	if b.deleting {
+		gb.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
+		gb.Finalizers = []string{"glance.openstack.c5c3.io/backend"}
+	}
+	return []client.Object{gb, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: b.name + "-s3"},
+		Data:       map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")},
+	}}
+}
+
+// backendsPass runs the Backends step over the backends given and returns
+// the pass and BackendsReady. The Glance's backends are listed without the
+// field index the manager registers, every backend of the namespace
+// belonging to the Glance, and in reverse name order so that the step's own
+// ordering shows.
+func backendsPass(t *testing.T, backends []backendSpec, objs ...client.Object) (*pass, *metav1.Condition, client.Client) {
+	t.Helper()
+	scheme := testScheme(t)
+	for _, b := range backends {
+		objs = append(objs, b.objects()...)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			backends, ok := list.(*v1alpha1.GlanceBackendList)
+			if !ok {
+				return c.List(ctx, list, opts...)
+			}
+			o := client.ListOptions{}
+			o.ApplyOptions(opts)
+			if err := c.List(ctx, backends, client.InNamespace(o.Namespace)); err != nil {
+				return err
+			}
+			slices.Reverse(backends.Items)
+			return nil
+		}}).Build()
+	g := fixtures.NewGlance("openstack", "glance", "2025.2")
+	g.UID = "glance-uid"
+	p := &pass{
+		r:       &Reconciler{Client: c, Recorder: events.NewFakeRecorder(100)},
+		cluster: &targetcluster.Cluster{Client: c, Reader: c, Scheme: scheme},
+	}
+	if _, err := reconcileBackends(context.Background(), g, p); err != nil {
+		t.Fatalf("the Backends step failed: %v", err)
+	}
+	cond := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionBackendsReady)
+	if cond == nil {
+		t.Fatal("no BackendsReady")
+	}
+	return p, cond, c
+}
+
+// TestDefaultBackendRules: a projection is valid with exactly one
+// credential-ready default among the backends not being deleted; otherwise
+// the last good configuration stays.
+func TestDefaultBackendRules(t *testing.T) {
+	ready := metav1.ConditionTrue
+	const keeping = "; keeping the last good configuration"
+	for _, tt := range []struct {
+		name     string
+		backends []backendSpec
+		reason   string
+		// message is BackendsReady's; for a valid projection, up to the
+		// Secret's name, which is a hash.
+		message, notes string
+		// defaultBackend is empty for an invalid projection.
+		defaultBackend string
+		enabled        string
+	}{
+		{"none attached", nil, v1alpha1.ReasonWaitingForBackends, "no GlanceBackend is attached", "", "", ""},
+		{"the only one being deleted", []backendSpec{{"alpha", true, ready, true}},
+			v1alpha1.ReasonWaitingForBackends, "no GlanceBackend is attached", "", "", ""},
+		{"one default", []backendSpec{{"alpha", true, ready, false}},
+			v1alpha1.ReasonAllBackendsProjected, "projected alpha (default alpha) into Secret ", "", "alpha", "alpha:s3"},
+		{"one default among others, in name order", []backendSpec{{"alpha", false, ready, false}, {"beta", true, ready, false}, {"gamma", false, ready, false}},
+			v1alpha1.ReasonAllBackendsProjected, "projected alpha, beta, gamma (default beta) into Secret ", "", "beta", "alpha:s3,beta:s3,gamma:s3"},
+		{"no default", []backendSpec{{"alpha", false, ready, false}, {"beta", false, ready, false}},
+			v1alpha1.ReasonNoDefaultBackend, "none of the rendered backends is the default" + keeping, "", "", ""},
+		{"several defaults", []backendSpec{{"alpha", true, ready, false}, {"beta", false, ready, false}, {"gamma", true, ready, false}},
+			v1alpha1.ReasonNoDefaultBackend, "the rendered backends alpha, gamma are all marked default" + keeping, "", "", ""},
+		// A default on its way out no longer counts: the other one is it.
+		{"several defaults, one being deleted", []backendSpec{{"alpha", true, ready, true}, {"beta", false, ready, false}, {"gamma", true, ready, false}},
+			v1alpha1.ReasonAllBackendsProjected, "projected beta, gamma (default gamma) into Secret ", "", "gamma", "beta:s3,gamma:s3"},
+		{"the default being deleted", []backendSpec{{"alpha", true, ready, true}, {"beta", false, ready, false}},
+			v1alpha1.ReasonNoDefaultBackend, "none of the rendered backends is the default" + keeping, "", "", ""},
+		// A default not rendered does not count either; the others are not
+		// promoted.
+		{"the default's credentials not ready", []backendSpec{{"alpha", true, metav1.ConditionFalse, false}, {"beta", false, ready, false}},
+			v1alpha1.ReasonNoDefaultBackend, "none of the rendered backends is the default" + keeping, "; skipped alpha (see events)", "", ""},
+		{"the default's credentials not judged yet", []backendSpec{{"alpha", true, "", false}, {"beta", false, ready, false}},
+			v1alpha1.ReasonNoDefaultBackend, "none of the rendered backends is the default" + keeping, "; waiting for the credentials of alpha", "", ""},
+		{"a second default not ready", []backendSpec{{"alpha", true, ready, false}, {"beta", true, metav1.ConditionUnknown, false}},
+			v1alpha1.ReasonAllBackendsProjected, "projected alpha (default alpha) into Secret ", "; waiting for the credentials of beta", "alpha", "alpha:s3"},
+		{"none rendered", []backendSpec{{"alpha", true, metav1.ConditionFalse, false}, {"beta", false, metav1.ConditionFalse, false}},
+			v1alpha1.ReasonNoDefaultBackend, "no attached GlanceBackend has ready credentials" + keeping, "; skipped alpha, beta (see events)", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, cond, c := backendsPass(t, tt.backends)
+			valid := tt.defaultBackend != ""
+			if p.backends.valid != valid || p.backends.defaultBackend != tt.defaultBackend {
+				t.Errorf("projection valid %v with default %q, want %v with %q", p.backends.valid, p.backends.defaultBackend, valid, tt.defaultBackend)
+			}
+			wantStatus, wantMessage := metav1.ConditionFalse, tt.message+tt.notes
+			if valid {
+				wantStatus, wantMessage = metav1.ConditionTrue, tt.message+p.backends.secretName+tt.notes
+			}
+			if cond.Status != wantStatus || cond.Reason != tt.reason || cond.Message != wantMessage {
+				t.Errorf("BackendsReady %s/%s %q, want %s/%s %q", cond.Status, cond.Reason, cond.Message, wantStatus, tt.reason, wantMessage)
+			}
+			if !valid {
+				// No Deployment runs yet: there is no last good Secret.
+				if p.backends.secretName != "" {
+					t.Errorf("an invalid projection mounts %q, want nothing", p.backends.secretName)
+				}
+				return
+			}
+			secret := &corev1.Secret{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "openstack", Name: p.backends.secretName}, secret); err != nil {
+				t.Fatalf("the backends Secret: %v", err)
+			}
+			conf := string(secret.Data[BackendsConfKey]) + secret.StringData[BackendsConfKey]
+			if !strings.Contains(conf, "enabled_backends = "+tt.enabled+"\n") && !strings.Contains(conf, "enabled_backends="+tt.enabled+"\n") {
+				t.Errorf("backends.conf does not enable %s:\n%s", tt.enabled, conf)
+			}
+		})
+	}
+}
+
+// TestInvalidProjectionKeepsTheLiveSecret: an invalid projection leaves the
+// Deployment on the backends Secret it runs with; a valid one moves it to
+// the new Secret without pruning the live one.
+func TestInvalidProjectionKeepsTheLiveSecret(t *testing.T) {
+	live := func() []client.Object {
+		return []client.Object{
+			&appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance"},
+				Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+					{Name: render.VolumeBackends, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "glance-backends-live"}}},
+				}}}},
+			},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance-backends-live", Labels: childLabels(fixtures.NewGlance("openstack", "glance", "2025.2"), componentBackends)},
+				Data: map[string][]byte{BackendsConfKey: []byte("[DEFAULT]\nenabled_backends = old:s3\n\n[old]\ns3_store_host = http://old.example.com:9000\n")}},
+		}
+	}
+	p, cond, _ := backendsPass(t, []backendSpec{{"alpha", false, metav1.ConditionTrue, false}}, live()...)
+	if p.backends.valid || p.backends.secretName != "glance-backends-live" || cond.Reason != v1alpha1.ReasonNoDefaultBackend {
+		t.Errorf("invalid projection: valid %v, mounting %q, %s; want the live Secret kept", p.backends.valid, p.backends.secretName, cond.Reason)
+	}
+	if !slices.Contains(p.backends.endpoints, "http://old.example.com:9000") {
+		t.Errorf("egress endpoints %v, want the live Secret's store", p.backends.endpoints)
+	}
+
+	p, cond, c := backendsPass(t, []backendSpec{{"alpha", true, metav1.ConditionTrue, false}}, live()...)
+	if !p.backends.valid || p.backends.secretName == "glance-backends-live" || cond.Status != metav1.ConditionTrue {
+		t.Errorf("valid projection: valid %v, mounting %q, %s; want a new Secret", p.backends.valid, p.backends.secretName, cond.Status)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "openstack", Name: "glance-backends-live"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the live Secret is gone before the Deployment left it: %v", err)
+	}
+	for _, host := range []string{"http://old.example.com:9000", "http://s3.example.com:9000"} {
+		if !slices.Contains(p.backends.endpoints, host) {
+			t.Errorf("egress endpoints %v, want %s", p.backends.endpoints, host)
+		}
+	}
 }
