@@ -137,14 +137,11 @@ type Pipeline[T Object, S any] struct {
 // The functions steps registered with AfterStatusWrite run once the status
 // is stored (written, or unchanged), and are dropped when the write fails.
 func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, error) {
-	before, err := statusJSON(obj)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	base := obj.DeepCopyObject().(T)
 	deferred := &afterWrite{}
 	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, state)
 	p.finishStatus(obj)
-	writeErr := p.writeStatus(ctx, obj, before)
+	writeErr := p.writeStatus(ctx, obj, base)
 	if writeErr == nil {
 		deferred.run()
 	}

@@ -1,16 +1,12 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -46,48 +42,23 @@ const (
 	ReasonNotAllReady = "NotAllReady"
 )
 
-// writeStatus writes obj's status when it differs from before (obj's status
-// JSON when Run started), as a JSON merge patch of the status subresource
-// holding only the status diff: spec and metadata are never sent, so the
-// write can neither revert a concurrent spec edit nor conflict on
-// resourceVersion.
-func (p *Pipeline[T, S]) writeStatus(ctx context.Context, obj T, before json.RawMessage) error {
-	after, err := statusJSON(obj)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(before, after) {
-		return nil
-	}
-	patch, err := jsonpatch.CreateMergePatch(statusDocument(before), statusDocument(after))
+// writeStatus writes obj's status when it differs from base (obj as Run
+// received it), as a JSON merge patch of the status subresource. Steps
+// never change the spec or metadata, so the patch holds the status diff
+// alone (the API server would ignore anything else sent to the
+// subresource); it carries no resourceVersion, so it can neither revert a
+// concurrent spec edit nor conflict.
+func (p *Pipeline[T, S]) writeStatus(ctx context.Context, obj, base T) error {
+	patch := client.MergeFrom(base)
+	data, err := patch.Data(obj)
 	if err != nil {
 		return fmt.Errorf("status merge patch: %w", err)
 	}
-	if err := p.Status.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if string(data) == "{}" {
+		return nil
+	}
+	if err := p.Status.Patch(ctx, obj, client.RawPatch(patch.Type(), data)); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	return nil
-}
-
-// statusJSON returns the serialized "status" field of obj, nil when absent.
-func statusJSON(obj any) (json.RawMessage, error) {
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("serialize object: %w", err)
-	}
-	var fields struct {
-		Status json.RawMessage `json:"status"`
-	}
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, fmt.Errorf("serialize object: %w", err)
-	}
-	return fields.Status, nil
-}
-
-func statusDocument(status json.RawMessage) []byte {
-	if status == nil {
-		return []byte(`{}`)
-	}
-	doc, _ := json.Marshal(map[string]json.RawMessage{"status": status})
-	return doc
 }
