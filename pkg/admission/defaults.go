@@ -9,7 +9,8 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
-// DefaultGlance fills in the defaults of DESIGN §3. Blocks whose absence
+// DefaultGlance fills in the defaults the mutating webhook sets, the same
+// for `check`: the v1alpha1.Default* constants. Blocks whose absence
 // means something (staging, imageCache, dbPurge, targetClusterRef,
 // topologySpreadConstraints, strategy) are left absent: the controller
 // resolves them, and materialising them would fight a later kubectl apply.

@@ -8,6 +8,8 @@ package database
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/release"
 )
@@ -136,7 +138,7 @@ func start(o Observation, d Decision) Decision {
 		d.Reason, d.Message = v1alpha1.ReasonImageReleaseMismatch, msg
 		return d
 	}
-	d.Events = append(d.Events, Event{Type: "Normal", Reason: "UpgradeInitiated", Message: fmt.Sprintf("upgrading from %s to %s", installed, target)})
+	d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventUpgradeInitiated, Message: fmt.Sprintf("upgrading from %s to %s", installed, target)})
 	o.Target, o.Phase = o.Release, v1alpha1.UpgradePhaseExpanding
 	d.Target, d.Phase = o.Target, o.Phase
 	return inFlight(o, d)
@@ -152,7 +154,7 @@ func imageMismatch(tag string, target release.Release) string {
 
 func invalid(d Decision, reason, msg string) Decision {
 	d.Reason, d.Message, d.Invalid = reason, msg, true
-	d.Events = append(d.Events, Event{Type: "Warning", Reason: reason, Message: msg})
+	d.Events = append(d.Events, Event{Type: corev1.EventTypeWarning, Reason: reason, Message: msg})
 	return d
 }
 
@@ -175,7 +177,7 @@ func inFlight(o Observation, d Decision) Decision {
 		}
 		d.Target, d.Phase, d.Run, d.Delete, d.Pass = "", "", "", PhaseJobs, false
 		d.Reason, d.Message = v1alpha1.ReasonDBSyncInProgress, fmt.Sprintf("the upgrade to %s was aborted; %s stays installed", o.Target, o.Installed)
-		d.Events = append(d.Events, Event{Type: "Normal", Reason: "UpgradeAborted", Message: fmt.Sprintf("upgrade to %s aborted in phase %s; back to %s", o.Target, o.Phase, o.Installed)})
+		d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventUpgradeAborted, Message: fmt.Sprintf("upgrade to %s aborted in phase %s; back to %s", o.Target, o.Phase, o.Installed)})
 		return d
 	default:
 		d.Reason = v1alpha1.ReasonUpgradeTargetChanged
@@ -208,7 +210,7 @@ func inFlight(o Observation, d Decision) Decision {
 			}
 			return d
 		case JobSucceeded:
-			d.Events = append(d.Events, Event{Type: "Normal", Reason: ph.doneEvent, Message: fmt.Sprintf(ph.doneMessage, o.Installed, o.Target)})
+			d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: ph.doneEvent, Message: fmt.Sprintf(ph.doneMessage, o.Installed, o.Target)})
 			if ph.next == "" {
 				// The release is installed; db-sync with the new image then
 				// loads the new release's metadefs (the schema is current,
@@ -238,9 +240,9 @@ type phase struct {
 
 var phases = map[v1alpha1.UpgradePhase]phase{
 	v1alpha1.UpgradePhaseExpanding: {Expand, v1alpha1.ReasonExpandInProgress, v1alpha1.ReasonExpandFailed,
-		v1alpha1.UpgradePhaseMigrating, "ExpandComplete", "upgrading %s to %s: the schema is expanded"},
+		v1alpha1.UpgradePhaseMigrating, v1alpha1.EventExpandComplete, "upgrading %s to %s: the schema is expanded"},
 	v1alpha1.UpgradePhaseMigrating: {Migrate, v1alpha1.ReasonMigrateInProgress, v1alpha1.ReasonMigrateFailed,
-		v1alpha1.UpgradePhaseRollingUpdate, "MigrateComplete", "upgrading %s to %s: the data is migrated"},
+		v1alpha1.UpgradePhaseRollingUpdate, v1alpha1.EventMigrateComplete, "upgrading %s to %s: the data is migrated"},
 	v1alpha1.UpgradePhaseContracting: {Contract, v1alpha1.ReasonContractInProgress, v1alpha1.ReasonContractFailed,
-		"", "UpgradeComplete", "upgraded from %s to %s"},
+		"", v1alpha1.EventUpgradeComplete, "upgraded from %s to %s"},
 }

@@ -1,7 +1,7 @@
 // Package schema evaluates Glance and GlanceBackend objects offline exactly as
 // kube-apiserver v1.37.2 does with the operator's CRDs, before and after the
 // admission webhooks run. It is the structural-schema half of
-// `glance-webhook check` (DESIGN.md §3); pkg/admission holds the operator's own
+// `glance-webhook check`; pkg/admission holds the operator's own
 // defaulting and validation.
 //
 // It runs the API server's own code on the embedded CRDs, built the way

@@ -102,7 +102,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		}
 		if why != "" {
 			skipped = append(skipped, b.Name)
-			p.r.Recorder.Eventf(g, b, corev1.EventTypeWarning, "GlanceBackendSkipped", "Project", "backend %q skipped: %s", b.Name, why)
+			p.r.Recorder.Eventf(g, b, corev1.EventTypeWarning, v1alpha1.EventGlanceBackendSkipped, "Project", "backend %q skipped: %s", b.Name, why)
 			continue
 		}
 		rendered = append(rendered, rb)

@@ -87,7 +87,7 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 		fmt.Sprintf("%d/%d replicas ready with the current template", d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 0)))
 	if g.Status.UpgradePhase == v1alpha1.UpgradePhaseRollingUpdate {
 		g.Status.UpgradePhase = v1alpha1.UpgradePhaseContracting
-		announce(ctx, p, g, nil, corev1.EventTypeNormal, "DeploymentRolloutComplete", "Upgrade",
+		announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.EventDeploymentRolloutComplete, "Upgrade",
 			"the Deployment runs %s on every replica; contracting the schema", g.Status.TargetRelease)
 		// Come straight back so that the contract Job runs.
 		return ctrl.Result{RequeueAfter: time.Second}, nil

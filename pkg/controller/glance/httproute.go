@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -77,15 +78,14 @@ func routeAccepted(route *gatewayv1.HTTPRoute, parent gatewayv1.ParentReference)
 			ptr.Deref(ps.ParentRef.SectionName, "") != ptr.Deref(parent.SectionName, "") {
 			continue
 		}
-		for _, c := range ps.Conditions {
-			if c.Type != string(gatewayv1.RouteConditionAccepted) {
-				continue
-			}
-			if c.Status == metav1.ConditionTrue {
-				return true, fmt.Sprintf("Gateway %s accepted HTTPRoute %s", parent.Name, route.Name)
-			}
-			return false, fmt.Sprintf("Gateway %s did not accept HTTPRoute %s: %s: %s", parent.Name, route.Name, c.Reason, c.Message)
+		c := meta.FindStatusCondition(ps.Conditions, string(gatewayv1.RouteConditionAccepted))
+		if c == nil {
+			continue
 		}
+		if c.Status == metav1.ConditionTrue {
+			return true, fmt.Sprintf("Gateway %s accepted HTTPRoute %s", parent.Name, route.Name)
+		}
+		return false, fmt.Sprintf("Gateway %s did not accept HTTPRoute %s: %s: %s", parent.Name, route.Name, c.Reason, c.Message)
 	}
 	return false, fmt.Sprintf("Gateway %s has not reported on HTTPRoute %s yet", parent.Name, route.Name)
 }

@@ -30,7 +30,7 @@ func reconcileNetworkPolicy(ctx context.Context, g *v1alpha1.Glance, p *pass) (c
 	desired, err := render.NetworkPolicy(g, render.NetworkPolicyFacts{OperatorNamespace: p.r.OperatorNamespace, S3Endpoints: p.backends.endpoints})
 	if err != nil {
 		msg := "refusing the NetworkPolicy: " + err.Error()
-		p.r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, "NetworkPolicyRefused", "Project", "%s", msg)
+		p.r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventNetworkPolicyRefused, "Project", "%s", msg)
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 	}
 	current := &networkingv1.NetworkPolicy{}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -162,7 +163,7 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		if g.Spec.Database.ClusterRef != nil {
 			left += ", and the MariaDB Database, User and Grant"
 		}
-		r.Recorder.Eventf(g, nil, "Warning", "RemoteChildrenAbandoned", "Finalize",
+		r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventRemoteChildrenAbandoned, "Finalize",
 			"target cluster unavailable (%v): left behind on it in namespace %s, with this Glance's owner labels: %s", resolveErr, g.Namespace, left)
 	} else {
 		remaining, err := deleteDatabaseObjects(ctx, cluster, g)
@@ -179,10 +180,10 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 			remaining = append(remaining, children...)
 		}
 		if len(remaining) > 0 {
-			r.Recorder.Eventf(g, nil, "Normal", "FinalizingDatabase", "Finalize", "waiting for %v to be deleted", remaining)
+			r.Recorder.Eventf(g, nil, corev1.EventTypeNormal, v1alpha1.EventFinalizingDatabase, "Finalize", "waiting for %v to be deleted", remaining)
 			return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
 		}
-		r.Recorder.Eventf(g, nil, "Normal", "DatabaseFinalized", "Finalize", "the database objects are gone; releasing the finalizer")
+		r.Recorder.Eventf(g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseFinalized, "Finalize", "the database objects are gone; releasing the finalizer")
 	}
 	patch := client.MergeFrom(g.DeepCopy())
 	controllerutil.RemoveFinalizer(g, Finalizer)
