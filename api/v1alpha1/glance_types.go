@@ -231,6 +231,7 @@ type GlanceDeploymentSpec struct {
 	// strategy is the Deployment update strategy. Defaults to RollingUpdate
 	// with maxUnavailable 0 and maxSurge 1.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type in ['RollingUpdate', 'Recreate']",message="deployment.strategy.type must be RollingUpdate or Recreate"
 	// +kubebuilder:validation:XValidation:rule="!(has(self.type) && self.type == 'Recreate' && has(self.rollingUpdate))",message="deployment.strategy.rollingUpdate may only be set when deployment.strategy.type is RollingUpdate"
 	Strategy *appsv1.DeploymentStrategy `json:"strategy,omitempty"`
 

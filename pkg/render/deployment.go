@@ -53,9 +53,6 @@ var cacheMaintenanceResources = corev1.ResourceRequirements{
 
 // Deployment is the glance-api Deployment {name}.
 func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error) {
-	if err := checkImage(g); err != nil {
-		return nil, err
-	}
 	if err := checkGlanceInputs(g, f); err != nil {
 		return nil, err
 	}
@@ -63,14 +60,7 @@ func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error)
 	if err != nil {
 		return nil, err
 	}
-	strategy, err := deploymentStrategy(g)
-	if err != nil {
-		return nil, err
-	}
-	stagingLimit, err := stagingSizeLimit(g)
-	if err != nil {
-		return nil, err
-	}
+	strategy, stagingLimit := deploymentStrategy(g), stagingSizeLimit(g)
 	d := g.Spec.Deployment
 	if d == nil {
 		d = &v1alpha1.GlanceDeploymentSpec{}
@@ -158,17 +148,7 @@ func APICommand(g *v1alpha1.Glance) ([]string, error) {
 	}
 	processes := ptr.Deref(u.Processes, v1alpha1.DefaultUWSGIProcesses)
 	threads := ptr.Deref(u.Threads, v1alpha1.DefaultUWSGIThreads)
-	for _, k := range []struct {
-		name string
-		v    *int32
-	}{
-		{"processes", &processes}, {"threads", &threads},
-		{"httpKeepAliveTimeout", u.HTTPKeepAliveTimeout}, {"harakiri", u.Harakiri},
-	} {
-		if k.v != nil && *k.v < 1 {
-			return nil, fmt.Errorf("spec.apiServer.uwsgi.%s must be at least 1, is %d", k.name, *k.v)
-		}
-	}
+	// Each count's minimum is the CRD's rule.
 	// The chunked flags are always on: glance streams image bodies with
 	// chunked transfer encoding.
 	cmd := []string{"uwsgi", "--http", ":" + strconv.Itoa(v1alpha1.APIPort), "--http-auto-chunked", "--http-chunked-input"}
@@ -251,8 +231,9 @@ func apiProbes() (startup, readiness, liveness *corev1.Probe) {
 }
 
 // deploymentStrategy is deployment.strategy with the documented defaults for
-// whatever is unset: RollingUpdate, maxUnavailable 0, maxSurge 1.
-func deploymentStrategy(g *v1alpha1.Glance) (appsv1.DeploymentStrategy, error) {
+// whatever is unset: RollingUpdate, maxUnavailable 0, maxSurge 1. The type
+// is one of the two by the CRD's rule.
+func deploymentStrategy(g *v1alpha1.Glance) appsv1.DeploymentStrategy {
 	var s appsv1.DeploymentStrategy
 	if d := g.Spec.Deployment; d != nil && d.Strategy != nil {
 		s = *d.Strategy.DeepCopy()
@@ -274,10 +255,8 @@ func deploymentStrategy(g *v1alpha1.Glance) (appsv1.DeploymentStrategy, error) {
 		if s.RollingUpdate.MaxSurge == nil {
 			s.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(v1alpha1.DefaultMaxSurge))
 		}
-	default:
-		return s, fmt.Errorf("spec.deployment.strategy.type %q must be RollingUpdate or Recreate", s.Type)
 	}
-	return s, nil
+	return s
 }
 
 // topologySpreadConstraints: absent spreads over zones and hosts, an empty
@@ -306,20 +285,17 @@ func topologySpreadConstraints(g *v1alpha1.Glance) []corev1.TopologySpreadConstr
 }
 
 // stagingSizeLimit is the sizeLimit of the staging and tasks-work emptyDirs:
-// nil when unbounded.
-func stagingSizeLimit(g *v1alpha1.Glance) (*resource.Quantity, error) {
+// nil when unbounded. A positive sizeLimit, not next to unbounded, is the
+// CRD's rule.
+func stagingSizeLimit(g *v1alpha1.Glance) *resource.Quantity {
 	s := g.Spec.Staging
 	switch {
 	case s == nil || (s.SizeLimit == nil && !s.Unbounded):
-		return ptr.To(resource.MustParse(v1alpha1.DefaultStagingSizeLimit)), nil
-	case s.SizeLimit != nil && s.Unbounded:
-		return nil, fmt.Errorf("spec.staging.sizeLimit and spec.staging.unbounded are mutually exclusive")
+		return ptr.To(resource.MustParse(v1alpha1.DefaultStagingSizeLimit))
 	case s.Unbounded:
-		return nil, nil
-	case s.SizeLimit.Sign() <= 0:
-		return nil, fmt.Errorf("spec.staging.sizeLimit must be greater than zero, is %s", s.SizeLimit.String())
+		return nil
 	default:
-		return ptr.To(s.SizeLimit.DeepCopy()), nil
+		return ptr.To(s.SizeLimit.DeepCopy())
 	}
 }
 

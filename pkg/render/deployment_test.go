@@ -607,8 +607,6 @@ func TestAPICommand(t *testing.T) {
 		{"keep-alive off drops its timeout and announces the close", "2026.1", &v1alpha1.UWSGISpec{
 			HTTPKeepAlive: ptr.To(false), HTTPKeepAliveTimeout: ptr.To[int32](15),
 		}, uwsgi(noKeepAlive, "2", "1"), ""},
-		{"zero processes", "2026.1", &v1alpha1.UWSGISpec{Processes: ptr.To[int32](0)}, nil, "processes must be at least 1"},
-		{"zero harakiri", "2026.1", &v1alpha1.UWSGISpec{Harakiri: ptr.To[int32](0)}, nil, "harakiri must be at least 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := minimalGlance()
@@ -646,24 +644,7 @@ func TestDeploymentErrors(t *testing.T) {
 	}{
 		{"no config ConfigMap", func(_ *v1alpha1.Glance, f *WorkloadFacts) { f.ConfigMapName = "" }, "config ConfigMap"},
 		{"no backends Secret", func(_ *v1alpha1.Glance, f *WorkloadFacts) { f.BackendsSecretName = "" }, "backends Secret"},
-		{"no repository", func(g *v1alpha1.Glance, _ *WorkloadFacts) { g.Spec.Image.Repository = "" }, "repository"},
-		{"no tag or digest", func(g *v1alpha1.Glance, _ *WorkloadFacts) { g.Spec.Image.Tag = "" }, "tag or a digest"},
 		{"no service user Secret", func(g *v1alpha1.Glance, _ *WorkloadFacts) { g.Spec.ServiceUser.SecretRef.Name = "" }, "serviceUser"},
-		{"unknown TLS mode", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Database.TLS = &v1alpha1.DatabaseTLSSpec{Mode: "sometimes"}
-		}, "tls.mode"},
-		{"verify-ca without CA", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Database.TLS = &v1alpha1.DatabaseTLSSpec{Mode: v1alpha1.DatabaseTLSVerifyCA}
-		}, "caBundleSecretRef"},
-		{"unknown strategy", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Strategy: &appsv1.DeploymentStrategy{Type: "BlueGreen"}}
-		}, "strategy.type"},
-		{"staging both", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Staging = &v1alpha1.StagingSpec{SizeLimit: ptr.To(resource.MustParse("1Gi")), Unbounded: true}
-		}, "mutually exclusive"},
-		{"staging zero", func(g *v1alpha1.Glance, _ *WorkloadFacts) {
-			g.Spec.Staging = &v1alpha1.StagingSpec{SizeLimit: ptr.To(resource.MustParse("0"))}
-		}, "staging.sizeLimit"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g, f := minimalGlance(), testFacts()

@@ -11,10 +11,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
-var (
-	hostnamePattern     = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
-	databaseNamePattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
-)
+var hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`)
 
 // DatabaseHost is the address of the database server: the MariaDB cluster's
 // Service in managed mode, spec.database.host otherwise.
@@ -90,13 +87,8 @@ func DSN(g *v1alpha1.Glance, username, password string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The port's range and the database name's pattern are the CRD's rules.
 	port := DatabasePort(g)
-	if port < 1 || port > 65535 {
-		return "", fmt.Errorf("spec.database.port %d is not a TCP port", port)
-	}
-	if !databaseNamePattern.MatchString(d.Database) {
-		return "", fmt.Errorf("spec.database.database %q must be 1-64 letters, digits and '_'", d.Database)
-	}
 	if username == "" {
 		return "", fmt.Errorf("database username is empty")
 	}
@@ -105,37 +97,29 @@ func DSN(g *v1alpha1.Glance, username, password string) (string, error) {
 	if !utf8.ValidString(username) || !utf8.ValidString(password) {
 		return "", fmt.Errorf("database username or password is not valid UTF-8")
 	}
-	query := []string{"charset=utf8"}
-	tlsQuery, err := dsnTLSQuery(d.TLS)
-	if err != nil {
-		return "", err
-	}
-	query = append(query, tlsQuery...)
+	query := append([]string{"charset=utf8"}, dsnTLSQuery(d.TLS)...)
 	return "mysql+pymysql://" + percentEncode(username) + ":" + percentEncode(password) + "@" +
 		host + ":" + strconv.Itoa(int(port)) + "/" + d.Database + "?" + strings.Join(query, "&"), nil
 }
 
-func dsnTLSQuery(t *v1alpha1.DatabaseTLSSpec) ([]string, error) {
+// dsnTLSQuery is the TLS part of the DSN's query. The mode's values, and
+// the CA the verifying modes need, are the CRD's rules.
+func dsnTLSQuery(t *v1alpha1.DatabaseTLSSpec) []string {
 	if t == nil || t.Mode == v1alpha1.DatabaseTLSDisabled {
-		return nil, nil
+		return nil
 	}
 	var q []string
 	switch t.Mode {
 	case v1alpha1.DatabaseTLSPrefer, v1alpha1.DatabaseTLSRequire:
 		q = append(q, "ssl_check_hostname=false")
 	case v1alpha1.DatabaseTLSVerifyCA, v1alpha1.DatabaseTLSVerifyFull:
-		if t.CABundleSecretRef == nil {
-			return nil, fmt.Errorf("spec.database.tls.mode %s needs caBundleSecretRef", t.Mode)
-		}
 		q = append(q, "ssl_ca="+percentEncodePath(DBTLSCAPath(t)))
 		q = append(q, "ssl_check_hostname="+strconv.FormatBool(t.Mode == v1alpha1.DatabaseTLSVerifyFull))
-	default:
-		return nil, fmt.Errorf("spec.database.tls.mode %q must be disabled, prefer, require, verify-ca or verify-full", t.Mode)
 	}
 	if t.ClientCertSecretRef != nil {
 		q = append(q, "ssl_cert="+DBTLSClientCertPath, "ssl_key="+DBTLSClientKeyPath)
 	}
-	return q, nil
+	return q
 }
 
 // urlHost checks a host name or IP address and writes it as a URL host,

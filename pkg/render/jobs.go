@@ -68,9 +68,6 @@ func componentLabels(name, component string) map[string]string {
 // hash changes, and reads its outcome for as long as it exists.
 func DatabaseJob(g *v1alpha1.Glance, f WorkloadFacts, kind DatabaseJobKind, image string) (*batchv1.Job, error) {
 	if image == "" {
-		if err := checkImage(g); err != nil {
-			return nil, err
-		}
 		image = ImageRef(g)
 	}
 	if err := checkGlanceInputs(g, f); err != nil {
@@ -171,9 +168,6 @@ func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
 // and their pods, carry CommonLabels (component db-purge), by which the
 // reconciler lists them; activeDeadlineSeconds makes a wedged run fail.
 func DBPurgeCronJob(g *v1alpha1.Glance, f WorkloadFacts) (*batchv1.CronJob, error) {
-	if err := checkImage(g); err != nil {
-		return nil, err
-	}
 	if err := checkGlanceInputs(g, f); err != nil {
 		return nil, err
 	}

@@ -53,6 +53,7 @@ const (
 	msgHarakiri          = "apiServer.uwsgi.harakiri must be less than deployment.terminationGracePeriodSeconds minus deployment.preStopSleepSeconds, so a stuck request is killed before the pod is"
 	msgPreStop           = "deployment.preStopSleepSeconds must be less than deployment.terminationGracePeriodSeconds"
 	msgStrategy          = "deployment.strategy.rollingUpdate may only be set when deployment.strategy.type is RollingUpdate"
+	msgStrategyType      = "deployment.strategy.type must be RollingUpdate or Recreate"
 	msgIngress           = "networkPolicy.ingress must list at least one source; an empty list would cut the API off from every client"
 	msgIngressSource     = "each networkPolicy.ingress source needs a namespaceSelector, a podSelector or both"
 	msgMinMax            = "autoscaling.minReplicas must not exceed autoscaling.maxReplicas"
@@ -109,6 +110,8 @@ func TestCreateValidation(t *testing.T) {
 			want: []violation{cel("spec.image", msgImageOneOf)}},
 		{name: "image digest malformed", obj: glance("bad-digest", del("spec.image.tag"), set("spec.image.digest", "sha256:abc")),
 			want: []violation{frag("spec.image.digest", `spec.image.digest in body should match '^sha256:[a-f0-9]{64}$'`)}},
+		{name: "image repository empty", obj: glance("empty-repo", set("spec.image.repository", "''")),
+			want: []violation{frag("spec.image.repository", "spec.image.repository in body should match")}},
 		{name: "image repository uppercase path", obj: glance("bad-repo", set("spec.image.repository", "registry.example.com/OpenStack/Glance")),
 			want: []violation{frag("spec.image.repository", "spec.image.repository in body should match")}},
 
@@ -159,6 +162,10 @@ func TestCreateValidation(t *testing.T) {
 			want: []violation{frag("spec.deployment.replicas", "spec.deployment.replicas in body should be greater than or equal to 1")}},
 		{name: "recreate with rollingUpdate", obj: glance("recreate", set("spec.deployment", "{strategy: {type: Recreate, rollingUpdate: {maxSurge: 1}}}")),
 			want: []violation{cel("spec.deployment.strategy", msgStrategy)}},
+		{name: "unknown strategy type", obj: glance("strategy-type", set("spec.deployment", "{strategy: {type: BlueGreen}}")),
+			want: []violation{cel("spec.deployment.strategy", msgStrategyType)}},
+		{name: "uwsgi processes 0", obj: glance("processes", set("spec.apiServer", "{uwsgi: {processes: 0}}")),
+			want: []violation{frag("spec.apiServer.uwsgi.processes", "spec.apiServer.uwsgi.processes in body should be greater than or equal to 1")}},
 
 		// Glance: network policy and autoscaling.
 		{name: "network policy with empty ingress", obj: glance("np-empty", set("spec.networkPolicy", "{ingress: []}")),
