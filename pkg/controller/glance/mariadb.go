@@ -3,6 +3,7 @@ package glance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -99,38 +100,24 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 	return true, nil
 }
 
-// applyDatabaseObject creates the object or brings its spec to what the
-// operator renders (fields the mariadb-operator defaults are left alone),
-// and reports whether it is Ready.
+// applyDatabaseObject brings the object to what the operator renders, as
+// every child is applied (fields the mariadb-operator defaults are left
+// alone), and reports whether it is Ready.
 func applyDatabaseObject(ctx context.Context, p *pass, g *v1alpha1.Glance, desired *unstructured.Unstructured) (bool, error) {
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(desired.GroupVersionKind())
-	err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(desired), existing)
-	if apierrors.IsNotFound(err) {
-		if err := p.cluster.SetOwner(g, desired); err != nil {
-			return false, err
-		}
-		if err := p.cluster.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("create %s %s: %w", desired.GetKind(), desired.GetName(), err)
-		}
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get %s %s: %w", desired.GetKind(), desired.GetName(), err)
-	}
-	if !equality.Semantic.DeepDerivative(desired.Object["spec"], existing.Object["spec"]) {
+	desiredSpec, _ := desired.Object["spec"].(map[string]any)
+	if err := applyChild(ctx, p, g, desired, existing, func() bool {
+		return equality.Semantic.DeepDerivative(desiredSpec, existing.Object["spec"])
+	}, func() {
 		spec, _ := existing.Object["spec"].(map[string]any)
 		if spec == nil {
 			spec = map[string]any{}
 		}
-		for k, v := range desired.Object["spec"].(map[string]any) {
-			spec[k] = v
-		}
+		maps.Copy(spec, desiredSpec)
 		existing.Object["spec"] = spec
-		if err := p.cluster.Client.Update(ctx, existing); err != nil {
-			return false, fmt.Errorf("update %s %s: %w", desired.GetKind(), desired.GetName(), err)
-		}
-		return false, nil
+	}); err != nil {
+		return false, err
 	}
 	status, _, _ := readyCondition(existing)
 	return status == string(metav1.ConditionTrue), nil
