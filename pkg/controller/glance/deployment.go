@@ -130,10 +130,22 @@ func setDeploymentWaitingForBackends(g *v1alpha1.Glance) {
 		"no ready default backend has produced a rendered config to run glance-api with yet")
 }
 
-// applyChild creates desired, or writes the existing object when inSync
-// says it lacks the desired state; update copies the desired state into it
-// (keeping what the API server owns). Labels and annotations the operator
-// sets are kept on it. A child already in sync is not written.
+// applyChild is how every mutable child is applied; immutable ConfigMaps
+// and Secrets (ensureImmutable) and Jobs (ensureJob) are the only other
+// ways. The rule:
+//   - Drift: the existing object is written when inSync says it lacks the
+//     desired state (a field-by-field comparison of what the operator
+//     renders, so what the API server or another controller defaults is
+//     never drift), or when the digest of the rendered object in
+//     AnnotationRenderedHash changed (which catches a removal). update
+//     copies the desired state into it, keeping what others own.
+//   - Metadata: the operator's labels and annotations are added to the
+//     existing ones, never replacing others'.
+//   - Ownership: an unowned object is adopted (controller reference on the
+//     management cluster, owner labels on a target); one another
+//     controller owns is refused (AlreadyOwnedError) and not written.
+//
+// A child in sync is not written at all.
 func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func()) error {
 	// The digest of what was rendered catches what a field-by-field
 	// comparison cannot: something removed from the desired state (a
