@@ -21,13 +21,6 @@ type Backend struct {
 	SecretAccessKey string
 }
 
-// reservedStoreNames are Glance's own config sections; a store section of
-// that name would merge into them (the CRD refuses these names too).
-var reservedStoreNames = map[string]bool{
-	"default": true, "database": true, "keystone_authtoken": true, "glance_store": true,
-	"paste_deploy": true, "oslo_policy": true,
-}
-
 // CheckBackend reports why b cannot be rendered, or nil. The error never
 // carries a credential. The caller skips a failing backend (with an event)
 // and renders its siblings, so one bad backend never blocks the others.
@@ -70,15 +63,11 @@ func storeType(t v1alpha1.BackendType) string {
 }
 
 func setBackend(f *INI, b Backend) error {
+	// The name is an object name, which holds none of enabled_backends'
+	// separators (',' and ':'), and the CRD refuses Glance's own section
+	// names.
 	name := b.Name
 	switch {
-	case name == "":
-		return fmt.Errorf("backend has no name")
-	// enabled_backends is a DictOpt of name:type pairs.
-	case strings.ContainsAny(name, ",:"):
-		return fmt.Errorf("backend %q: name contains ',' or ':'", name)
-	case reservedStoreNames[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "os_glance_") || strings.HasPrefix(strings.ToLower(name), "os-glance-"):
-		return fmt.Errorf("backend %q: name is reserved for Glance's own config sections", name)
 	case b.Spec.Type != v1alpha1.BackendTypeS3:
 		return fmt.Errorf("backend %q: type %q is not supported", name, b.Spec.Type)
 	case b.Spec.S3 == nil:

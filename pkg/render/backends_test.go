@@ -111,9 +111,6 @@ func TestCheckBackend(t *testing.T) {
 		}, "rendered by the operator"},
 		{"no s3 block", func(b *Backend) { b.Spec.S3 = nil }, "s3 block"},
 		{"unknown type", func(b *Backend) { b.Spec.Type = "Swift" }, "not supported"},
-		{"reserved name", func(b *Backend) { b.Name = "default" }, "reserved"},
-		{"reserved prefix", func(b *Backend) { b.Name = "os_glance_x" }, "reserved"},
-		{"name with colon", func(b *Backend) { b.Name = "a:b" }, "':'"},
 		{"name with line break", func(b *Backend) { b.Name = "a\nb" }, "section name"},
 	}
 	for _, tt := range tests {
