@@ -5,23 +5,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/pkg/admission/check"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
-	"github.com/c5c3/glance-operator/pkg/logging"
+	"github.com/c5c3/glance-operator/pkg/startup"
 )
 
 func main() {
@@ -74,12 +67,8 @@ Flags of serve:
 
 // serveConfig is what the serve flags set.
 type serveConfig struct {
-	server     webhook.ServerOptions
-	kubeconfig string
-	qps        float64
-	burst      int
-	logFormat  string
-	logLevel   string
+	server webhook.ServerOptions
+	client startup.Flags
 }
 
 func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -100,11 +89,11 @@ func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, `address of /healthz and /readyz ("0" disables them)`)
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may finish after SIGTERM")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "offer HTTP/2 on the webhook listener; off by default, as HTTP/2 rapid reset (CVE-2023-44487) lets one client tie up the server")
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the API server to look up backends and PriorityClasses in (default: in-cluster config)")
-	fs.Float64Var(&c.qps, "kube-api-qps", 50, "client-side rate limit of the lookups, queries per second")
-	fs.IntVar(&c.burst, "kube-api-burst", 100, "client-side burst of the lookups")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: error, info, or debug (debug adds every allowed review)")
+	c.client.Register(fs, startup.Usage{
+		Kubeconfig: "kubeconfig of the API server to look up backends and PriorityClasses in",
+		Calls:      "the lookups",
+		LogLevel:   "log level: error, info, or debug (debug adds every allowed review)",
+	})
 	return fs, c
 }
 
@@ -120,29 +109,17 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "glance-webhook serve: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	log, err := logging.New(stderr, c.logFormat, c.logLevel)
+	log, err := c.client.Logger(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "glance-webhook serve: %v\n", err)
 		return 2
 	}
-	ctrllog.SetLogger(log)
-	klog.SetLogger(log)
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig) // in-cluster without a kubeconfig
+	cfg, err := c.client.RESTConfig("glance-webhook")
 	if err != nil {
 		log.Error(err, "load the API server config")
 		return 1
 	}
-	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
-	cfg.UserAgent = "glance-webhook"
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		// A second signal kills the process rather than waiting for the drain.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx := startup.SignalContext()
 	if err := webhook.RunServer(ctx, cfg, c.server, log); err != nil {
 		log.Error(err, "admission server failed")
 		return 1

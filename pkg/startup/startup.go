@@ -1,0 +1,83 @@
+// Package startup is what both binaries do before their own work: the API
+// client and logging flags, the logger, the REST config and the signal
+// context.
+package startup
+
+import (
+	"context"
+	"flag"
+	"io"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/c5c3/glance-operator/pkg/logging"
+)
+
+// Defaults of the client flags.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 100
+)
+
+// Flags are the API client and logging flags of a binary.
+type Flags struct {
+	Kubeconfig string
+	QPS        float64
+	Burst      int
+	LogFormat  string
+	LogLevel   string
+}
+
+// Usage says, in the help of the flags, what the binary's API calls are
+// for and what its debug level adds.
+type Usage struct {
+	// Kubeconfig says which API server the kubeconfig is of.
+	Kubeconfig string
+	// Calls names the API calls the rate limits bound.
+	Calls string
+	// LogLevel is the help of --log-level.
+	LogLevel string
+}
+
+// Register adds --kubeconfig, --kube-api-qps, --kube-api-burst,
+// --log-format and --log-level to fs.
+func (f *Flags) Register(fs *flag.FlagSet, u Usage) {
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", u.Kubeconfig+" (default: in-cluster config)")
+	fs.Float64Var(&f.QPS, "kube-api-qps", DefaultQPS, "client-side rate limit of "+u.Calls+", queries per second")
+	fs.IntVar(&f.Burst, "kube-api-burst", DefaultBurst, "client-side burst of "+u.Calls)
+	fs.StringVar(&f.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&f.LogLevel, "log-level", "info", u.LogLevel)
+}
+
+// Logger builds the logger of the flags on w and makes it
+// controller-runtime's and client-go's too.
+func (f *Flags) Logger(w io.Writer) (logr.Logger, error) {
+	log, err := logging.New(w, f.LogFormat, f.LogLevel)
+	if err != nil {
+		return logr.Logger{}, err
+	}
+	ctrllog.SetLogger(log)
+	klog.SetLogger(log)
+	return log, nil
+}
+
+// RESTConfig loads the kubeconfig, the in-cluster config without one, with
+// the flags' rate limits and userAgent.
+func (f *Flags) RESTConfig(userAgent string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = userAgent
+	cfg.QPS, cfg.Burst = float32(f.QPS), f.Burst
+	return cfg, nil
+}
+
+// SignalContext ends on SIGTERM or SIGINT; a second signal exits the
+// process at once rather than waiting for the drain. Call it once.
+func SignalContext() context.Context { return ctrl.SetupSignalHandler() }
