@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,19 +16,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
-	admissionv1 "k8s.io/api/admission/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -51,24 +42,6 @@ const (
 
 // DisabledAddress turns the metrics or the health listener off.
 const DisabledAddress = "0"
-
-// Verdicts, the values of the verdict label.
-const (
-	VerdictAllowed = "allowed"
-	VerdictDenied  = "denied"
-	// VerdictError is a review that could not be judged in full: an
-	// undecodable request, a handler failure, or a failed lookup that made
-	// the rules fail closed.
-	VerdictError = "error"
-)
-
-// Metric names. They live in a registry of their own (see RunServer).
-const (
-	RequestsMetric          = "glance_webhook_requests_total"
-	RequestDurationMetric   = "glance_webhook_request_duration_seconds"
-	RequestsInFlightMetric  = "glance_webhook_requests_in_flight"
-	CertificateExpiryMetric = "glance_webhook_serving_certificate_expiry_timestamp_seconds"
-)
 
 // ServerOptions configure the admission server. Zero values take the
 // defaults above.
@@ -146,10 +119,6 @@ func (o ServerOptions) withDefaults() (ServerOptions, error) {
 	}
 	return o, nil
 }
-
-// certificatePollInterval is how often RunServer looks for a serving
-// certificate that is not there yet.
-const certificatePollInterval = time.Second
 
 // errServerShutdown is the cause the webhook server's base context is
 // cancelled with, so that reviews can tell shutdown (drain, keep going)
@@ -316,117 +285,6 @@ type server struct {
 	inFlight     atomic.Int64
 }
 
-// waitForCertificate polls CertDir until the certificate and key load. It
-// returns nil, nil when ctx ends first.
-func (s *server) waitForCertificate(ctx context.Context, auxErrs <-chan error) (*certwatcher.CertWatcher, error) {
-	certPath := filepath.Join(s.opts.CertDir, s.opts.CertName)
-	keyPath := filepath.Join(s.opts.CertDir, s.opts.KeyName)
-	tick := time.NewTicker(certificatePollInterval)
-	defer tick.Stop()
-	waiting := false
-	for {
-		w, err := certwatcher.New(certPath, keyPath)
-		if err == nil {
-			w.RegisterCallback(s.certificateLoaded)
-			s.certificate.Store(w)
-			return w, nil
-		}
-		if !waiting {
-			s.log.Info("waiting for the serving certificate", "cert", certPath, "key", keyPath, "reason", err.Error())
-			waiting = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case err := <-auxErrs:
-			return nil, err
-		case <-tick.C:
-		}
-	}
-}
-
-// certificateLoaded runs on the first load and on every rotation.
-func (s *server) certificateLoaded(c tls.Certificate) {
-	leaf := c.Leaf
-	if leaf == nil {
-		return
-	}
-	s.metrics.certificateExpiry.Set(float64(leaf.NotAfter.Unix()))
-	s.log.Info("serving certificate loaded", "serial", leaf.SerialNumber.String(), "notAfter", leaf.NotAfter.UTC(), "dnsNames", leaf.DNSNames)
-}
-
-// healthMux serves /healthz (the process answers) and /readyz (the
-// certificate is loaded, the TLS listener completes a handshake, and the
-// server is not shutting down).
-func (s *server) healthMux() *http.ServeMux {
-	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
-	ready := &healthz.Handler{Checks: map[string]healthz.Checker{
-		"serving-certificate": func(*http.Request) error {
-			if s.certificate.Load() == nil {
-				return fmt.Errorf("no serving certificate loaded from %s yet", s.opts.CertDir)
-			}
-			return nil
-		},
-		"tls-listener": func(r *http.Request) error {
-			check := s.tlsChecker.Load()
-			if check == nil {
-				return errors.New("TLS listener not started")
-			}
-			return (*check)(r)
-		},
-		"not-shutting-down": func(*http.Request) error {
-			if s.shuttingDown.Load() {
-				return errors.New("shutting down")
-			}
-			return nil
-		},
-	}}
-	mux := http.NewServeMux()
-	for path, h := range map[string]http.Handler{"/healthz": live, "/readyz": ready} {
-		mux.Handle(path, http.StripPrefix(path, h))
-		mux.Handle(path+"/", http.StripPrefix(path, h))
-	}
-	return mux
-}
-
-func metricsMux(registry *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(metricsGatherer(registry), promhttp.HandlerOpts{Registry: registry}))
-	return mux
-}
-
-// metricsGatherer gathers the server's own registry and then controller-
-// runtime's global one. controller-runtime records into the global registry
-// whatever this server does: every review by webhook and HTTP code
-// (controller_runtime_webhook_*), every certificate read and read error
-// (certwatcher_*), and the API requests of the lookups by status code
-// (rest_client_requests_total).
-// That cannot be switched off, so it is served rather than thrown away:
-// the HTTP codes and the certificate read errors are nowhere else. Those
-// series are process-wide. A family the own registry has (the Go and
-// process collectors, when something in the process registers them
-// globally too) is served once, from the own registry.
-func metricsGatherer(own prometheus.Gatherer) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		families, err := own.Gather()
-		if err != nil {
-			return families, err
-		}
-		seen := make(map[string]bool, len(families))
-		for _, f := range families {
-			seen[f.GetName()] = true
-		}
-		shared, err := crmetrics.Registry.Gather()
-		for _, f := range shared {
-			if !seen[f.GetName()] {
-				families = append(families, f)
-			}
-		}
-		slices.SortFunc(families, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-		return families, err
-	})
-}
-
 // instrument wraps a webhook so that each review is counted, timed and
 // logged by verdict, and runs under a context that shutdown does not cancel.
 func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler {
@@ -474,173 +332,6 @@ func reviewContext(req, drain context.Context) (context.Context, func()) {
 		cancel(nil)
 	}
 }
-
-// reviewRecord carries what logging and metrics need from a review from
-// inside the webhook (where the request is decoded) out to instrument.
-type reviewRecord struct {
-	handled   bool
-	uid       types.UID
-	kind      string
-	name      string
-	namespace string
-	operation admissionv1.Operation
-	allowed   bool
-	result    *metav1.Status
-	// refusal is why a request was not judged: not an AdmissionReview the
-	// server speaks, or not decodable.
-	refusal error
-}
-
-type reviewRecordKey struct{}
-
-// recordResponse notes the request and response of each review in the
-// request's reviewRecord. A review that never gets here (refused by
-// reviewHandler) or panics leaves the record unhandled.
-func recordResponse(next cradmission.Handler) cradmission.Handler {
-	return cradmission.HandlerFunc(func(ctx context.Context, req cradmission.Request) cradmission.Response {
-		resp := next.Handle(ctx, req)
-		if rec, ok := ctx.Value(reviewRecordKey{}).(*reviewRecord); ok {
-			*rec = reviewRecord{
-				handled:   true,
-				uid:       req.UID,
-				kind:      req.Kind.Kind,
-				name:      req.Name,
-				namespace: req.Namespace,
-				operation: req.Operation,
-				allowed:   resp.Allowed,
-				result:    resp.Result,
-			}
-		}
-		return resp
-	})
-}
-
-func (r *reviewRecord) verdict() string {
-	if !r.handled {
-		return VerdictError
-	}
-	return verdictOf(r.allowed, r.result)
-}
-
-// verdictOf classifies an admission response.
-func verdictOf(allowed bool, result *metav1.Status) string {
-	if allowed {
-		return VerdictAllowed
-	}
-	if result == nil {
-		return VerdictDenied
-	}
-	if result.Code == http.StatusBadRequest || result.Code == http.StatusRequestEntityTooLarge || result.Code >= http.StatusInternalServerError {
-		return VerdictError
-	}
-	if result.Details != nil {
-		for _, c := range result.Details.Causes {
-			if c.Type == metav1.CauseType(field.ErrorTypeInternal) {
-				return VerdictError
-			}
-		}
-	}
-	return VerdictDenied
-}
-
-// logReview logs one review by its identity and verdict. It never logs the
-// object or the response message, which quotes field values (an
-// extraConfig value can be a password); a denial names only the fields.
-func logReview(log logr.Logger, rec *reviewRecord, verdict string, elapsed time.Duration) {
-	if !rec.handled {
-		if rec.refusal != nil {
-			log.Error(rec.refusal, "admission review refused before a verdict", "verdict", verdict, "durationSeconds", elapsed.Seconds())
-			return
-		}
-		log.Error(errors.New("review failed before a verdict"), "admission review not judged (handler panic)", "verdict", verdict, "durationSeconds", elapsed.Seconds())
-		return
-	}
-	kv := []any{
-		"uid", rec.uid, "kind", rec.kind, "name", rec.name, "namespace", rec.namespace,
-		"operation", rec.operation, "verdict", verdict, "durationSeconds", elapsed.Seconds(),
-	}
-	if rec.result != nil && verdict != VerdictAllowed {
-		kv = append(kv, "code", rec.result.Code, "reason", rec.result.Reason)
-		if d := rec.result.Details; d != nil && len(d.Causes) > 0 {
-			fields := make([]string, 0, len(d.Causes))
-			for _, c := range d.Causes {
-				fields = append(fields, string(c.Type)+" "+c.Field)
-			}
-			kv = append(kv, "causes", fields)
-		}
-	}
-	switch verdict {
-	case VerdictAllowed:
-		// Allowed reviews are the bulk; the API server's audit log has them.
-		log.V(1).Info("admission review", kv...)
-	case VerdictDenied:
-		log.Info("admission review", kv...)
-	default:
-		log.Error(errors.New("admission review failed"), "admission review", kv...)
-	}
-}
-
-// serverMetrics are the collectors of one server.
-type serverMetrics struct {
-	requests          *prometheus.CounterVec
-	duration          *prometheus.HistogramVec
-	inFlight          *prometheus.GaugeVec
-	certificateExpiry prometheus.Gauge
-	byPath            map[string]*pathMetrics
-}
-
-// pathMetrics are the series of one webhook, resolved once so that a review
-// does no label lookups.
-type pathMetrics struct {
-	requests map[string]prometheus.Counter
-	duration map[string]prometheus.Observer
-	inFlight prometheus.Gauge
-}
-
-var verdicts = []string{VerdictAllowed, VerdictDenied, VerdictError}
-
-func newServerMetrics(reg prometheus.Registerer, paths []string) *serverMetrics {
-	m := &serverMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: RequestsMetric,
-			Help: "Admission reviews served, by webhook path and verdict (allowed, denied, error).",
-		}, []string{"webhook", "verdict"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: RequestDurationMetric,
-			Help: "Time from receiving an admission review to writing its response, by webhook path and verdict.",
-			// From in-process rule evaluation (sub-millisecond) to lookups
-			// near the API server's webhook timeout (10s default, 30s max).
-			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}, []string{"webhook", "verdict"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: RequestsInFlightMetric,
-			Help: "Admission reviews being served, by webhook path.",
-		}, []string{"webhook"}),
-		certificateExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: CertificateExpiryMetric,
-			Help: "NotAfter of the serving certificate loaded last, in Unix seconds; a value that does not advance means rotation is not picked up.",
-		}),
-		byPath: map[string]*pathMetrics{},
-	}
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.certificateExpiry)
-	for _, p := range paths {
-		pm := &pathMetrics{
-			requests: map[string]prometheus.Counter{},
-			duration: map[string]prometheus.Observer{},
-			inFlight: m.inFlight.WithLabelValues(p),
-		}
-		// Every series exists from the start, so rate() over a verdict
-		// that has not happened yet is 0 rather than absent.
-		for _, v := range verdicts {
-			pm.requests[v] = m.requests.WithLabelValues(p, v)
-			pm.duration[v] = m.duration.WithLabelValues(p, v)
-		}
-		m.byPath[p] = pm
-	}
-	return m
-}
-
-func (m *serverMetrics) forPath(path string) *pathMetrics { return m.byPath[path] }
 
 // auxServers are the plain-HTTP health and metrics servers.
 type auxServers struct {
