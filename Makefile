@@ -28,6 +28,17 @@ test: control-plane conformance-root verify-generated vet ## Run every suite: re
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 
+# The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
+# the conformance root, or root to make a test host, and the tests that need
+# one in packages that also hold unit tests: test-unit runs all the others.
+CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/testhost
+CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestTwoClustersSideBySide|TestCertManager)$$
+UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell $(GO) list -f '{{.Dir}}' ./...)))
+
+.PHONY: test-unit
+test-unit: ## Run the tests that need no control plane, in under a minute.
+	$(GO) test -count=1 -skip='$(CONTROL_PLANE_TESTS)' $(addprefix ./,$(UNIT_DIRS))
+
 ##@ Development
 
 .PHONY: generate

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var (
@@ -164,11 +166,11 @@ func TestCertManager(t *testing.T) {
 	caPEM := caSecret.Data[corev1.TLSCertKey]
 
 	t.Run("cainjector", func(t *testing.T) {
-		waitFor(ctx, t, "CA injected into the annotated ValidatingWebhookConfiguration", func() bool {
+		waitFor(t, "CA injected into the annotated ValidatingWebhookConfiguration", func() bool {
 			vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "injected", metav1.GetOptions{})
 			return err == nil && bytes.Equal(vwc.Webhooks[0].ClientConfig.CABundle, caPEM)
 		})
-		waitFor(ctx, t, "CA injected into the annotated MutatingWebhookConfiguration", func() bool {
+		waitFor(t, "CA injected into the annotated MutatingWebhookConfiguration", func() bool {
 			mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "injected", metav1.GetOptions{})
 			return err == nil && bytes.Equal(mwc.Webhooks[0].ClientConfig.CABundle, caPEM)
 		})
@@ -211,7 +213,7 @@ func TestCertManager(t *testing.T) {
 		if err := RenewCertificate(ctx, dyn, certNamespace, "serving"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(ctx, t, "serving-tls holds a new certificate", func() bool {
+		waitFor(t, "serving-tls holds a new certificate", func() bool {
 			s, err := cs.CoreV1().Secrets(certNamespace).Get(ctx, "serving-tls", metav1.GetOptions{})
 			if err != nil {
 				return false
@@ -275,28 +277,18 @@ func TestCertManager(t *testing.T) {
 // Certificate also its status.revision to reach revision.
 func waitReady(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, name string, revision int64) {
 	t.Helper()
-	var last *unstructured.Unstructured
-	deadline, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	for {
-		obj, err := dyn.Resource(gvr).Namespace(certNamespace).Get(deadline, name, metav1.GetOptions{})
-		if err == nil {
-			last = obj
-			rev, _, _ := unstructured.NestedInt64(obj.Object, "status", "revision")
-			if status, _ := condition(obj, "Ready"); status == "True" && (gvr != CertificatesGVR || rev >= revision) {
-				return
-			}
+	operatortest.Eventually(t, fmt.Sprintf("%s %s Ready (revision %d)", gvr.Resource, name, revision), func() error {
+		obj, err := dyn.Resource(gvr).Namespace(certNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		select {
-		case <-deadline.Done():
-			var conds any
-			if last != nil {
-				conds, _, _ = unstructured.NestedSlice(last.Object, "status", "conditions")
-			}
-			t.Fatalf("%s %s not Ready (revision %d): conditions %v", gvr.Resource, name, revision, conds)
-		case <-time.After(250 * time.Millisecond):
+		rev, _, _ := unstructured.NestedInt64(obj.Object, "status", "revision")
+		if status, _ := condition(obj, "Ready"); status == "True" && (gvr != CertificatesGVR || rev >= revision) {
+			return nil
 		}
-	}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		return fmt.Errorf("revision %d, conditions %v", rev, conds)
+	}, operatortest.Within(90*time.Second), operatortest.Every(250*time.Millisecond))
 }
 
 // condition returns the status and reason of a condition of an object.

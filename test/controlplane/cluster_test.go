@@ -15,9 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // failNamespaceStage fails the pods of one namespace, the way the e2e suite
@@ -99,7 +100,7 @@ func exercise(ctx context.Context, t *testing.T, c *Cluster) {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(ctx, t, "default ServiceAccount in "+ns, func() bool {
+		waitFor(t, "default ServiceAccount in "+ns, func() bool {
 			_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 			return err == nil
 		})
@@ -120,7 +121,7 @@ func exercise(ctx context.Context, t *testing.T, c *Cluster) {
 	if _, err := cs.AppsV1().Deployments("work").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "Deployment available with 3 ready replicas", func() bool {
+	waitFor(t, "Deployment available with 3 ready replicas", func() bool {
 		d, err := cs.AppsV1().Deployments("work").Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas == 3 && d.Status.AvailableReplicas == 3
 	})
@@ -163,9 +164,9 @@ func exercise(ctx context.Context, t *testing.T, c *Cluster) {
 			return false
 		}
 	}
-	waitFor(ctx, t, "Job succeeds Complete", jobCondition("work", "succeeds", batchv1.JobComplete))
-	waitFor(ctx, t, "Job fails-by-label Failed", jobCondition("work", "fails-by-label", batchv1.JobFailed))
-	waitFor(ctx, t, "Job fails-by-namespace Failed", jobCondition("doomed", "fails-by-namespace", batchv1.JobFailed))
+	waitFor(t, "Job succeeds Complete", jobCondition("work", "succeeds", batchv1.JobComplete))
+	waitFor(t, "Job fails-by-label Failed", jobCondition("work", "fails-by-label", batchv1.JobFailed))
+	waitFor(t, "Job fails-by-namespace Failed", jobCondition("doomed", "fails-by-namespace", batchv1.JobFailed))
 
 	// Garbage collection: the ReplicaSet goes with its Deployment.
 	rsList, err := cs.AppsV1().ReplicaSets("work").List(ctx, metav1.ListOptions{})
@@ -176,19 +177,19 @@ func exercise(ctx context.Context, t *testing.T, c *Cluster) {
 	if err := cs.AppsV1().Deployments("work").Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "ReplicaSet garbage-collected", func() bool {
+	waitFor(t, "ReplicaSet garbage-collected", func() bool {
 		_, err := cs.AppsV1().ReplicaSets("work").Get(ctx, rsName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }
 
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+// waitFor waits for what kwok and the cluster's controllers do.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	}); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	operatortest.Eventually(t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
+		}
+		return nil
+	}, operatortest.Within(90*time.Second), operatortest.Every(250*time.Millisecond))
 }

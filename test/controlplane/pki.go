@@ -16,24 +16,30 @@ import (
 	"time"
 )
 
-// pki is the certificate authority of a local cluster and the files it wrote.
-type pki struct {
-	dir    string
-	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
+// CA is a certificate authority for tests: a self-signed certificate and
+// its key, which sign what Issue makes.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	// CertPEM is Cert in PEM, for a trust bundle.
+	CertPEM []byte
 }
 
-func newPKI(dir string) (*pki, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
+// KeyPair is a certificate and its private key, both in PEM.
+type KeyPair struct {
+	Cert, Key []byte
+}
+
+// NewCA makes a CA named commonName, valid from an hour ago, so that a clock
+// a little behind accepts it, for ten years.
+func NewCA(commonName string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "glance-operator local cluster CA"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
@@ -48,36 +54,27 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir, caCert: cert, caKey: key}
-	if err := writePEM(p.path("ca.crt"), "CERTIFICATE", der); err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return p, writePEM(p.path("ca.key"), "EC PRIVATE KEY", keyDER)
+	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
 }
 
-func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
-
-// issue writes name.crt and name.key signed by the CA: a client certificate
-// for the subject, and a serving certificate too when hosts are given.
-func (p *pki) issue(name string, subject pkix.Name, hosts ...string) error {
+// Issue makes a certificate for subject signed by the CA, valid for a year:
+// a client certificate, and a serving certificate for hosts (DNS names or IP
+// addresses) too when they are given.
+func (ca *CA) Issue(subject pkix.Name, hosts ...string) (KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return KeyPair{}, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		return err
+		return KeyPair{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      subject,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	for _, h := range hosts {
@@ -90,18 +87,68 @@ func (p *pki) issue(name string, subject pkix.Name, hosts ...string) error {
 	if len(hosts) > 0 {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		return fmt.Errorf("issue %s certificate: %w", name, err)
+		return KeyPair{}, fmt.Errorf("issue a certificate for %s: %w", subject.CommonName, err)
 	}
-	if err := writePEM(p.path(name+".crt"), "CERTIFICATE", der); err != nil {
+	keyPEM, err := privateKeyPEM(key)
+	if err != nil {
+		return KeyPair{}, err
+	}
+	return KeyPair{Cert: pemBlock("CERTIFICATE", der), Key: keyPEM}, nil
+}
+
+// privateKeyPEM encodes key as PKCS #8, which Go, OpenSSL and Python read
+// alike.
+func privateKeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pemBlock("PRIVATE KEY", der), nil
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+// pki is a CA of a local cluster and the files it wrote.
+type pki struct {
+	dir string
+	ca  *CA
+}
+
+func newPKI(dir string) (*pki, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := NewCA("glance-operator local cluster CA")
+	if err != nil {
+		return nil, err
+	}
+	p := &pki{dir: dir, ca: ca}
+	if err := os.WriteFile(p.path("ca.crt"), ca.CertPEM, 0o600); err != nil {
+		return nil, err
+	}
+	keyPEM, err := privateKeyPEM(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	return p, os.WriteFile(p.path("ca.key"), keyPEM, 0o600)
+}
+
+func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
+
+// issue writes name.crt and name.key, made by the CA's Issue.
+func (p *pki) issue(name string, subject pkix.Name, hosts ...string) error {
+	kp, err := p.ca.Issue(subject, hosts...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := os.WriteFile(p.path(name+".crt"), kp.Cert, 0o600); err != nil {
 		return err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	return writePEM(p.path(name+".key"), "EC PRIVATE KEY", keyDER)
+	return os.WriteFile(p.path(name+".key"), kp.Key, 0o600)
 }
 
 // serviceAccountKey writes the RSA key pair that signs service-account tokens.
@@ -121,7 +168,7 @@ func (p *pki) serviceAccountKey() error {
 }
 
 func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	return os.WriteFile(path, pemBlock(typ, der), 0o600)
 }
 
 // kubeconfig writes a kubeconfig that authenticates with the client

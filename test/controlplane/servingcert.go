@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"crypto/x509/pkix"
-	"os"
 )
 
 // WriteServingCertificate writes a new CA (ca.crt, ca.key) and a serving
@@ -17,5 +16,5 @@ func WriteServingCertificate(dir, commonName string, hosts ...string) ([]byte, e
 	if err := p.issue("tls", pkix.Name{CommonName: commonName}, hosts...); err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p.path("ca.crt"))
+	return p.ca.CertPEM, nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +27,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // waitTimeout bounds every wait of a story step. The slowest step is a Job
@@ -232,18 +233,12 @@ func updateObj[T client.Object](s *scene, name string, obj T, mutate func(T)) {
 // fails at once when the operator or the webhook has died.
 func (s *scene) eventually(what string, cond func() (bool, string)) {
 	s.t.Helper()
-	var detail string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		if err := stk.Check(); err != nil {
-			return false, err
+	operatortest.Eventually(s.t, what+" in "+s.ns, func() error {
+		if ok, detail := cond(); !ok {
+			return errors.New("last seen: " + detail)
 		}
-		var ok bool
-		ok, detail = cond()
-		return ok, nil
-	})
-	if err != nil {
-		s.t.Fatalf("%s: waiting for %s: %v; last seen: %s", s.ns, what, err, detail)
-	}
+		return nil
+	}, operatortest.Within(waitTimeout), operatortest.Every(250*time.Millisecond), operatortest.Unless(stk.Check))
 }
 
 // condition waits until the Glance reports the condition with the status

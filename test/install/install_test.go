@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/chart"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/stack"
 )
 
@@ -98,24 +99,18 @@ func TestInstall(t *testing.T) {
 	if !strings.Contains(out, "Warning: spec.apiServer.uwsgi has no effect on 2025.2") {
 		t.Errorf("kubectl apply printed no admission warning:\n%s", out)
 	}
-	var g v1alpha1.Glance
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := stk.Check(); err != nil {
-			return false, err
-		}
+	operatortest.Eventually(t, "the sample Glance to turn Ready under the chart's RBAC", func() error {
+		var g v1alpha1.Glance
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: "openstack", Name: "glance"}, &g); err != nil {
-			return false, nil
+			return err
 		}
 		for _, c := range g.Status.Conditions {
 			if c.Type == v1alpha1.ConditionReady && c.Status == metav1.ConditionTrue {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the sample Glance did not turn Ready under the chart's RBAC: %v; conditions %+v", err, g.Status.Conditions)
-	}
+		return fmt.Errorf("conditions %+v", g.Status.Conditions)
+	}, operatortest.Within(3*time.Minute), operatortest.Every(time.Second), operatortest.Unless(stk.Check))
 	t.Logf("helm install to serving: %s; kubectl apply to Ready: %s", installed.Round(time.Second), time.Since(start).Round(time.Second))
 }
 

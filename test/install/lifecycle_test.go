@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -28,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -476,15 +476,14 @@ func waitGlanceReady(t *testing.T) {
 	})
 }
 
+// eventually waits for what the stack does, and stops at once when a binary
+// of the stack has died.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		if err := stk.Check(); err != nil {
-			return false, err
+	operatortest.Eventually(t, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+		return nil
+	}, operatortest.Within(2*time.Minute), operatortest.Every(250*time.Millisecond), operatortest.Unless(stk.Check))
 }

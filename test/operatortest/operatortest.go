@@ -6,6 +6,7 @@ package operatortest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -24,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -421,20 +421,19 @@ func (e *Env) BackendCondition(name, typ string, status metav1.ConditionStatus, 
 	return *last
 }
 
-// eventually polls cond for 30 seconds; no step of these tests waits on a
-// periodic requeue longer than 15 seconds.
+// Eventually is the package's Eventually for a condition that holds or
+// not; detail, when given, says what was seen last.
 func (e *Env) Eventually(what string, cond func() bool, detail func() string) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		msg := ""
-		if detail != nil {
-			msg = detail()
+	Eventually(e.t, what, func() error {
+		switch {
+		case cond():
+			return nil
+		case detail != nil:
+			return errors.New(detail())
 		}
-		e.t.Fatalf("waiting for %s: %v; %s", what, err, msg)
-	}
+		return errors.New("not yet")
+	})
 }
 
 // names lists the operator's children of a component in the namespace.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -181,23 +180,20 @@ func (l *ReconcileLog) NextPasses(t testing.TB, cl client.Client, controller str
 	if err := cl.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatalf("wake %s: %v", key, err)
 	}
-	var got, all []Pass
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	var got []Pass
+	Eventually(t, fmt.Sprintf("%s %s to reconcile after the wake-up at %s", controller, key, from.Format("15:04:05.000")), func() error {
 		got = got[:0]
-		all = l.Passes(controller, key)
+		all := l.Passes(controller, key)
 		for _, p := range all {
 			if p.Ended.IsZero() || p.Ended.Before(from) {
 				continue
 			}
 			got = append(got, p)
 			if !p.Started.Before(from) {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("%s %s: no reconcile after the wake-up at %s: passes %v", controller, key, from.Format("15:04:05.000"), all)
-	}
+		return fmt.Errorf("passes %v", all)
+	}, Every(50*time.Millisecond))
 	return got
 }

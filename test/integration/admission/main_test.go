@@ -61,11 +61,11 @@ func TestMain(m *testing.M) {
 func startWebhookServer(srv *controlplane.APIServer) (func(), error) {
 	cfg = srv.Config
 	wio := srv.Env.WebhookInstallOptions
-	healthPort, err := freePort()
+	ports, err := controlplane.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	healthAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort))
+	healthAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -106,15 +106,6 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // warningRecorder collects the warnings the API server returns.

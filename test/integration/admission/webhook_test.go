@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 func namespace(t *testing.T, cl client.Client, name string) string {
@@ -204,25 +206,25 @@ func TestWebhookDownBlocksWritesNotDeletes(t *testing.T) {
 	if err := cl.Create(ctx, finalized); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	ports, err := controlplane.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := "https://127.0.0.1:" + strconv.Itoa(port) + "/"
+	dead := "https://127.0.0.1:" + strconv.Itoa(ports[0]) + "/"
 	restore := repointWebhooks(t, cl, dead)
 	defer restore()
 
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	operatortest.Eventually(t, "a create with the webhook down to fail closed", func() error {
 		err := cl.Create(ctx, newGlance(ns, "blocked", "2025.2"))
 		if err == nil {
 			_ = cl.Delete(ctx, newGlance(ns, "blocked", "2025.2"))
-			return false, nil // the API server has not seen the new configuration yet
+			return errors.New("created: the API server has not seen the new configuration yet")
 		}
-		return strings.Contains(err.Error(), "failed calling webhook"), nil
-	})
-	if err != nil {
-		t.Fatalf("a create with the webhook down did not fail closed: %v", err)
-	}
+		if !strings.Contains(err.Error(), "failed calling webhook") {
+			return err
+		}
+		return nil
+	}, operatortest.Every(200*time.Millisecond))
 
 	key := client.ObjectKeyFromObject(finalized)
 	var g v1alpha1.Glance

@@ -5,6 +5,7 @@ package bare
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -21,6 +21,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var srv *controlplane.APIServer
@@ -66,22 +67,24 @@ func TestManagerWithoutOptionalAPIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "the External Secrets Operator API (external-secrets.io/v1 ClusterSecretStore) is not installed"
-	var got *metav1.Condition
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	running := func() error {
 		select {
 		case err := <-done:
-			t.Fatalf("the manager stopped: %v", err)
+			return fmt.Errorf("the manager stopped: %v", err)
 		default:
+			return nil
 		}
-		if err := cl.Get(ctx, client.ObjectKeyFromObject(g), g); err != nil {
-			return false, nil
-		}
-		got = meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionSecretsReady)
-		return got != nil && got.Reason == v1alpha1.ReasonSecretStoreNotReady && got.Message == want, nil
-	})
-	if err != nil {
-		t.Fatalf("SecretsReady %+v, want SecretStoreNotReady %q: %v", got, want, err)
 	}
+	operatortest.Eventually(t, fmt.Sprintf("SecretsReady SecretStoreNotReady %q", want), func() error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(g), g); err != nil {
+			return err
+		}
+		got := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionSecretsReady)
+		if got != nil && got.Reason == v1alpha1.ReasonSecretStoreNotReady && got.Message == want {
+			return nil
+		}
+		return fmt.Errorf("SecretsReady %+v", got)
+	}, operatortest.Unless(running))
 
 	// The cache holds only the operator's own Secrets: an unrelated one,
 	// however large, never enters it.
@@ -94,14 +97,17 @@ func TestManagerWithoutOptionalAPIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cached corev1.SecretList
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	operatortest.Eventually(t, "one Secret in the cache", func() error {
 		if err := mgr.GetCache().List(ctx, &cached, client.InNamespace("bare")); err != nil {
-			return false, err
+			t.Fatalf("list the cached Secrets: %v", err)
 		}
-		return len(cached.Items) == 1, nil
-	})
-	if err != nil || cached.Items[0].Name != "mine" {
-		t.Fatalf("cached Secrets %v (%v), want only the operator's", secretNames(cached), err)
+		if len(cached.Items) != 1 {
+			return fmt.Errorf("cached Secrets %v", secretNames(cached))
+		}
+		return nil
+	}, operatortest.Within(10*time.Second))
+	if cached.Items[0].Name != "mine" {
+		t.Fatalf("cached Secrets %v, want only the operator's", secretNames(cached))
 	}
 
 	cancel()

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,13 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/test/chart"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 func TestEveryRenderIsAccepted(t *testing.T) {
@@ -94,21 +93,18 @@ func apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) err
 
 func waitEstablished(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	operatortest.Eventually(t, "CRD "+name+" established", func() error {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, nil
+			return err
 		}
 		for _, c := range crd.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("conditions %+v", crd.Status.Conditions)
 	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", name, err)
-	}
 	// The client's RESTMapper learns the new kinds lazily; reset it.
 	if err := resetMapper(); err != nil {
 		t.Fatal(err)

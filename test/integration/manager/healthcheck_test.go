@@ -3,6 +3,7 @@ package manager
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -253,19 +253,17 @@ func TestHealthCheckEndpointNotReady(t *testing.T) {
 func (e *healthScene) apiReadyWithin(what string, match func(metav1.Condition) bool) {
 	t := e.t
 	t.Helper()
-	within := glance.HealthRetryInterval / 2
-	var last *metav1.Condition
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+	operatortest.Eventually(t, what+" after the EndpointSlice change", func() error {
 		g := &v1alpha1.Glance{}
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-			return false, nil
+		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
+			return err
 		}
-		last = meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionGlanceAPIReady)
-		return last != nil && match(*last), nil
-	})
-	if err != nil {
-		t.Fatalf("%s not within %s of the EndpointSlice change: %v; last GlanceAPIReady %+v", what, within, err, last)
-	}
+		last := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionGlanceAPIReady)
+		if last != nil && match(*last) {
+			return nil
+		}
+		return fmt.Errorf("last GlanceAPIReady %+v", last)
+	}, operatortest.Within(glance.HealthRetryInterval/2))
 }
 
 // TestHealthCheckProbeTTL: a passing probe is reused by the passes within

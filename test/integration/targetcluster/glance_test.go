@@ -222,7 +222,7 @@ func (s *glanceScene) condition(typ string, status metav1.ConditionStatus, reaso
 func (s *glanceScene) waitCondition(obj conditioned, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
 	s.t.Helper()
 	var last *metav1.Condition
-	eventually(s.t, timeout, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
+	operatortest.Eventually(s.t, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
 		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, obj); err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ func (s *glanceScene) waitCondition(obj conditioned, name, typ string, status me
 			return fmt.Errorf("last %s: %+v", typ, last)
 		}
 		return nil
-	})
+	}, operatortest.Within(timeout))
 	return *last
 }
 
@@ -319,7 +319,7 @@ func TestGlanceRegister(t *testing.T) {
 	}
 	// The backend's credentials are read on the target.
 	b := &v1alpha1.GlanceBackend{}
-	eventually(t, 30*time.Second, "backend CredentialsReady", func() error {
+	operatortest.Eventually(t, "backend CredentialsReady", func() error {
 		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "primary"}, b); err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func TestGlanceRestore(t *testing.T) {
 	if err := target.client.Update(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, restoredWithin, "the edited replicas undone", func() error {
+	operatortest.Eventually(t, "the edited replicas undone", func() error {
 		got := &appsv1.Deployment{}
 		if err := target.client.Get(t.Context(), client.ObjectKeyFromObject(d), got); err != nil {
 			return err
@@ -358,7 +358,7 @@ func TestGlanceRestore(t *testing.T) {
 			return fmt.Errorf("replicas %d, want %d", r, want)
 		}
 		return nil
-	})
+	}, operatortest.Within(restoredWithin))
 
 	svc := &corev1.Service{}
 	if err := target.client.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, svc); err != nil {
@@ -374,7 +374,7 @@ func deleteAndWaitRecreated(t *testing.T, obj, got client.Object) {
 	if err := target.client.Delete(t.Context(), obj); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, restoredWithin, fmt.Sprintf("the deleted %T restored", obj), func() error {
+	operatortest.Eventually(t, fmt.Sprintf("the deleted %T restored", obj), func() error {
 		if err := target.client.Get(t.Context(), client.ObjectKeyFromObject(obj), got); err != nil {
 			return err
 		}
@@ -382,7 +382,7 @@ func deleteAndWaitRecreated(t *testing.T, obj, got client.Object) {
 			return fmt.Errorf("still the deleted %T", obj)
 		}
 		return nil
-	})
+	}, operatortest.Within(restoredWithin))
 }
 
 func TestGlanceDeregisterAndReturn(t *testing.T) {
@@ -426,7 +426,7 @@ func TestGlanceDeleteWithTargetPresent(t *testing.T) {
 	if err := mgmtClient.Delete(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the Glance gone", func() error {
+	operatortest.Eventually(t, "the Glance gone", func() error {
 		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -463,14 +463,14 @@ func TestGlanceAbandon(t *testing.T) {
 	if err := mgmtClient.Delete(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the Glance gone", func() error {
+	operatortest.Eventually(t, "the Glance gone", func() error {
 		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
 	})
-	eventually(t, 10*time.Second, "a RemoteChildrenAbandoned event", func() error {
+	operatortest.Eventually(t, "a RemoteChildrenAbandoned event", func() error {
 		var events eventsv1.EventList
 		if err := mgmtClient.List(t.Context(), &events, client.InNamespace(s.NS)); err != nil {
 			return err
@@ -486,7 +486,7 @@ func TestGlanceAbandon(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("none among %d events", len(events.Items))
-	})
+	}, operatortest.Within(10*time.Second))
 	// Left behind: what the Glance made on the target before it went.
 	left := 0
 	for _, k := range childKinds {
@@ -639,10 +639,10 @@ func TestGlanceStepErrorCounted(t *testing.T) {
 	if !strings.Contains(c.Message, "cannot build the database connection") {
 		t.Errorf("SecretsReady message %q", c.Message)
 	}
-	eventually(t, 10*time.Second, "a DBConnectionSecret step error counted", func() error {
+	operatortest.Eventually(t, "a DBConnectionSecret step error counted", func() error {
 		if n := errorsOf(); n <= before {
 			return fmt.Errorf("glance_operator_reconcile_errors_total{sub_reconciler=DBConnectionSecret} = %v", n)
 		}
 		return nil
-	})
+	}, operatortest.Within(10*time.Second))
 }

@@ -7,7 +7,6 @@ package targetcluster
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -167,23 +166,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// eventually polls cond until it returns nil, failing the test with its
-// last error after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

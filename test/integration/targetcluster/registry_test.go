@@ -29,6 +29,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // harness is a manager on the management cluster running a Registry over a
@@ -209,7 +210,7 @@ func (h *harness) resolve(name string) (*targetcluster.Cluster, error) {
 func (h *harness) resolved(name string, unlike *targetcluster.Cluster) *targetcluster.Cluster {
 	h.t.Helper()
 	var c *targetcluster.Cluster
-	eventually(h.t, 30*time.Second, "resolve "+name, func() (err error) {
+	operatortest.Eventually(h.t, "resolve "+name, func() (err error) {
 		if c, err = h.resolve(name); err == nil && c == unlike {
 			err = fmt.Errorf("still the cluster of before")
 		}
@@ -223,7 +224,7 @@ func (h *harness) resolved(name string, unlike *targetcluster.Cluster) *targetcl
 
 func (h *harness) resolveFails(name, want string) {
 	h.t.Helper()
-	eventually(h.t, 30*time.Second, "refuse "+name, func() error {
+	operatortest.Eventually(h.t, "refuse "+name, func() error {
 		_, err := h.resolve(name)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			return fmt.Errorf("error %v, want one saying %q", err, want)
@@ -288,7 +289,7 @@ func (h *harness) gauge() map[string]string {
 
 func (h *harness) wantGauge(want map[string]string) {
 	h.t.Helper()
-	eventually(h.t, 30*time.Second, "gauge", func() error {
+	operatortest.Eventually(h.t, "gauge", func() error {
 		if got := h.gauge(); !equalMaps(got, want) {
 			return fmt.Errorf("gauge %v, want %v", got, want)
 		}
@@ -392,7 +393,7 @@ func TestRegister(t *testing.T) {
 	}
 
 	// The cache holds the operator's children only.
-	eventually(t, 10*time.Second, "cached ConfigMaps", func() error {
+	operatortest.Eventually(t, "cached ConfigMaps", func() error {
 		var list corev1.ConfigMapList
 		if err := c.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -405,7 +406,7 @@ func TestRegister(t *testing.T) {
 			return fmt.Errorf("cached ConfigMaps %v, want only the labelled child", names)
 		}
 		return nil
-	})
+	}, operatortest.Within(10*time.Second))
 	// The user's objects are read uncached.
 	if err := c.Reader.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "user-config"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("uncached read of the user's ConfigMap: %v", err)
@@ -414,7 +415,7 @@ func TestRegister(t *testing.T) {
 	h.mu.Lock()
 	tg := h.targets["west"]
 	h.mu.Unlock()
-	eventually(t, 10*time.Second, "references", func() error {
+	operatortest.Eventually(t, "references", func() error {
 		secrets := &metav1.PartialObjectMetadataList{}
 		secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 		if err := tg.References.List(t.Context(), secrets, client.InNamespace(ns)); err != nil {
@@ -429,7 +430,7 @@ func TestRegister(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("user-secret not in the references cache")
-	})
+	}, operatortest.Within(10*time.Second))
 
 	// Writes land on the target, owner-labelled, and not on the management
 	// cluster; a listener's watch on the target maps them to their owner.
@@ -635,7 +636,7 @@ func TestTargetAPIServerStopped(t *testing.T) {
 	if err := again.Client.Create(t.Context(), written); err != nil {
 		t.Fatalf("write after the outage: %v", err)
 	}
-	eventually(t, time.Minute, "the cache after the outage", func() error {
+	operatortest.Eventually(t, "the cache after the outage", func() error {
 		return again.Client.Get(t.Context(), client.ObjectKeyFromObject(written), &corev1.ConfigMap{})
-	})
+	}, operatortest.Within(time.Minute))
 }
