@@ -226,6 +226,15 @@ func (s *scene) expect(controller string, obj client.Object, want time.Duration,
 	// The pass the wake-up started: it reads the object at least as new
 	// as the wake-up, so nothing of an earlier state is left in its cache.
 	passes := reconciles.NextPasses(s.t, cl, controller, obj)
+	// A pass that started on a cache not yet holding the manager's own last
+	// status write retries after a second (the Glance reconciler's
+	// freshness guard) before it judges anything: measure the next one.
+	for range 3 {
+		if p := passes[len(passes)-1]; controller != "glance" || p.Outcome != operatortest.OutcomeRequeueAfter || p.After != staleCacheRetry {
+			break
+		}
+		passes = reconciles.NextPasses(s.t, cl, controller, obj)
+	}
 	if p := passes[len(passes)-1]; p.Outcome != operatortest.OutcomeRequeueAfter || p.After != want {
 		s.t.Errorf("%s/%s: the %s reconcile returned %s, want RequeueAfter %v (%s); the passes since the wake-up: %v",
 			typ, reason, controller, p, want, why, passes)
@@ -239,6 +248,10 @@ func (s *scene) expect(controller string, obj client.Object, want time.Duration,
 // TestRequeue holds a Glance or a GlanceBackend in each waiting state the
 // "Requeue semantics" table names, wakes it, and checks that the reconcile
 // the wake-up started returned RequeueAfter with the table's interval.
+// staleCacheRetry is the Glance reconciler's retry of a pass that read a
+// cache older than its own last write.
+const staleCacheRetry = time.Second
+
 func TestRequeue(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
