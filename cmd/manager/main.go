@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,15 +39,8 @@ func run(args []string, stderr io.Writer) int {
 	client.Register(fs, startup.Usage{
 		Kubeconfig: "kubeconfig of the management cluster", Calls: "the API calls", LogLevel: "log level: error, info or debug",
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "glance-operator: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := startup.Parse(fs, args); !ok {
+		return code
 	}
 	for _, ns := range strings.Split(watchNamespaces, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {

@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,7 +72,7 @@ type serveConfig struct {
 
 func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
 	c := &serveConfig{server: webhook.DefaultServerOptions()}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("glance-webhook serve", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintln(output, "Usage: glance-webhook [serve] [flags]")
@@ -99,15 +98,8 @@ func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
 
 func serve(args []string, stderr io.Writer) int {
 	fs, c := serveFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "glance-webhook serve: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := startup.Parse(fs, args); !ok {
+		return code
 	}
 	log, err := c.client.Logger(stderr)
 	if err != nil {

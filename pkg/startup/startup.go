@@ -5,7 +5,9 @@ package startup
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 
 	"github.com/go-logr/logr"
@@ -42,6 +44,22 @@ type Usage struct {
 	Calls string
 	// LogLevel is the help of --log-level.
 	LogLevel string
+}
+
+// Parse parses args into fs, refusing positional arguments. When it
+// returns false the binary exits with code: 0 after -help, 2 on bad flags.
+func Parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return 2, false
+	}
+	return 0, true
 }
 
 // Register adds --kubeconfig, --kube-api-qps, --kube-api-burst,
