@@ -30,13 +30,15 @@ type WorkloadFacts struct {
 	DBConnectionHash string
 }
 
-// Names of the pod template annotations.
+// Names of the pod template annotations. The operator's annotations are in
+// the API group's domain; the two credential digests keep the names
+// published for them, which dashboards and runbooks may key on.
 const (
 	AnnotationAuthtokenHash    = "glance.c5c3.io/authtoken-hash"
 	AnnotationDBConnectionHash = "glance.c5c3.io/db-connection-hash"
 	// AnnotationPodTemplateHash is set on each database Job to
 	// PodTemplateHash of the template it was rendered with.
-	AnnotationPodTemplateHash = "glance.c5c3.io/pod-template-hash"
+	AnnotationPodTemplateHash = "glance.openstack.c5c3.io/pod-template-hash"
 )
 
 // Volume names. The reconcilers read the live config ConfigMap and backends

@@ -121,7 +121,7 @@ func rolloutPending(d *appsv1.Deployment) string {
 
 // AnnotationRenderedHash records the digest of what the operator rendered
 // for a child, to notice when the desired state changed.
-const AnnotationRenderedHash = "glance.c5c3.io/rendered-hash"
+const AnnotationRenderedHash = "glance.openstack.c5c3.io/rendered-hash"
 
 // setDeploymentWaitingForBackends reports that glance-api cannot run before
 // a ready default backend has produced a rendered config.
