@@ -323,6 +323,7 @@ func NewEnv(t testing.TB, cl client.Client) *Env {
 	return e
 }
 
+// Create creates obj, failing the test on error.
 func (e *Env) Create(obj client.Object) {
 	e.t.Helper()
 	if err := e.cl.Create(context.Background(), obj); err != nil {
@@ -330,8 +331,8 @@ func (e *Env) Create(obj client.Object) {
 	}
 }
 
-// setStore creates or updates the env's ClusterSecretStore with a Ready
-// condition.
+// SetStore creates or updates the env's ClusterSecretStore with a Ready
+// condition of ready's status and message, as External Secrets would.
 func (e *Env) SetStore(ready bool, message string) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -358,6 +359,7 @@ func (e *Env) SetStore(ready bool, message string) {
 	}
 }
 
+// Secret creates the Secret name in the env's namespace with data.
 func (e *Env) Secret(name string, data map[string]string) *corev1.Secret {
 	e.t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}, StringData: data}
@@ -365,12 +367,15 @@ func (e *Env) Secret(name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
-// credentials creates the database and service-user Secrets.
+// Credentials creates the database and service-user Secrets, the database
+// password being dbPassword.
 func (e *Env) Credentials(dbPassword string) {
 	e.Secret("glance-db", map[string]string{"username": "glance", "password": dbPassword})
 	e.Secret("glance-service-user", map[string]string{"password": "service-password"})
 }
 
+// Glance creates the Glance "glance" of the env on the env's store, changed
+// by muts.
 func (e *Env) Glance(muts ...func(*v1alpha1.Glance)) *v1alpha1.Glance {
 	e.t.Helper()
 	g := fixtures.NewGlance(e.NS, "glance", "2025.2")
@@ -392,6 +397,8 @@ func (e *Env) Backend(name string, isDefault bool, secret string) *v1alpha1.Glan
 	return b
 }
 
+// Condition waits until the Glance reports the condition with status and
+// reason, and returns it.
 func (e *Env) Condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
 	var last *metav1.Condition
@@ -406,7 +413,8 @@ func (e *Env) Condition(typ string, status metav1.ConditionStatus, reason string
 	return *last
 }
 
-// backendCondition waits for a GlanceBackend condition.
+// BackendCondition waits until the GlanceBackend name reports the condition
+// with status and reason, and returns it.
 func (e *Env) BackendCondition(name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
 	var last *metav1.Condition
@@ -436,7 +444,8 @@ func (e *Env) Eventually(what string, cond func() bool, detail func() string) {
 	})
 }
 
-// names lists the operator's children of a component in the namespace.
+// Names lists the names of the operator's children of a component in the
+// env's namespace, read into list.
 func (e *Env) Names(list client.ObjectList, component string) []string {
 	e.t.Helper()
 	if err := e.cl.List(context.Background(), list, client.InNamespace(e.NS), client.MatchingLabels{"app.kubernetes.io/component": component}); err != nil {
