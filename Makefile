@@ -32,7 +32,7 @@ test: control-plane conformance-root verify-generated vet ## Run every suite: re
 # the conformance root, or root to make a test host, and the tests that need
 # one in packages that also hold unit tests: test-unit runs all the others.
 CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/testhost
-CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestTwoClustersSideBySide|TestCertManager)$$
+CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestTwoClustersSideBySide|TestCertManager|TestBenchScaleSmoke)$$
 UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell $(GO) list -f '{{.Dir}}' ./...)))
 
 .PHONY: test-unit
@@ -75,6 +75,13 @@ vet: ## Run go vet and check formatting.
 .PHONY: bench
 bench: ## Run the Go benchmarks (admission handler latency, TLS server load).
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) ./...
+
+# The counts of Glances bench-scale measures, each on a fresh cluster.
+N ?= 1,100,1000
+
+.PHONY: bench-scale
+bench-scale: control-plane ## Measure the operator at N Glances (default 1,100,1000) on the local cluster; report in .run/bench-scale/.
+	$(GO) run ./hack/benchscale -n=$(N) -out=$(RUN_DIR)/bench-scale
 
 .PHONY: fuzz
 fuzz: ## Fuzz the INI writer against an oslo.config-like parser for $(FUZZTIME).

@@ -1,0 +1,511 @@
+// Package benchscale measures the operator at scale on the local cluster
+// (`make bench-scale`): for each count N it starts the full stack of
+// test/stack, as `make run` does, applies N Glances with their Secrets, a
+// MariaDB and one default S3 backend each, waits until every one is Ready,
+// and records how long that took, what the manager asked of the API server,
+// how long its passes ran, its CPU and memory, its requests and writes
+// while idle, and its memory after unrelated Secrets appear. It reports
+// figures, never verdicts: the goals are judged by reading them.
+package benchscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
+	"github.com/c5c3/glance-operator/test/stack"
+)
+
+// Options configure a run.
+type Options struct {
+	// Counts are the numbers of Glances, each measured on a fresh stack.
+	Counts []int
+	// Dir holds each stack's state and logs (Dir/n-<N>) and the report.
+	Dir string
+	// Idle is how long the manager is watched at rest after all are Ready;
+	// the idle figures are scaled to a minute.
+	Idle time.Duration
+	// UnrelatedSecrets are created in a namespace of their own once the
+	// idle period is over, to see what they cost the manager's memory.
+	UnrelatedSecrets int
+	// Timeout bounds each count's wait for all-Ready.
+	Timeout time.Duration
+	// Progress receives a line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Result are the figures of one count.
+type Result struct {
+	Glances int `json:"glances"`
+	// Nodes is the number of kwok nodes the pods ran on.
+	Nodes int `json:"nodes"`
+	// AllReadySeconds is from the start of the apply to the last Ready;
+	// ReadySeconds are the per-Glance times to Ready from the same start.
+	AllReadySeconds float64      `json:"allReadySeconds"`
+	ReadySeconds    Distribution `json:"readySeconds"`
+	// The manager's API requests while converging, per Glance, counted by
+	// its client-go (rest_client_requests_total), by HTTP method.
+	RequestsPerGlance float64            `json:"requestsPerGlance"`
+	WritesPerGlance   float64            `json:"writesPerGlance"`
+	RequestsByMethod  map[string]float64 `json:"requestsByMethod"`
+	// Idle requests and writes, per minute, once all were Ready.
+	IdleRequestsPerMinute float64 `json:"idleRequestsPerMinute"`
+	IdleWritesPerMinute   float64 `json:"idleWritesPerMinute"`
+	// PassMillis is the Glance controller's reconcile time per pass while
+	// converging (controller_runtime_reconcile_time_seconds); StepMillisP95
+	// the p95 of each pipeline step (glance_operator_reconcile_duration_seconds).
+	PassMillis         Distribution       `json:"passMillis"`
+	BackendPassMillis  Distribution       `json:"backendPassMillis"`
+	StepMillisP95      map[string]float64 `json:"stepMillisP95"`
+	Passes             float64            `json:"passes"`
+	ManagerCPUSeconds  float64            `json:"managerCPUSeconds"`
+	RSSKiB             int64              `json:"rssKiB"`
+	HWMKiB             int64              `json:"hwmKiB"`
+	UnrelatedSecrets   int                `json:"unrelatedSecrets"`
+	RSSAfterUnrelated  int64              `json:"rssAfterUnrelatedKiB"`
+	UnrelatedBytesEach float64            `json:"unrelatedBytesEach"`
+}
+
+// Distribution is p50, p95 and max of a sample (a histogram's estimate
+// for the pass times: no max there).
+type Distribution struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	Max float64 `json:"max,omitempty"`
+}
+
+// Report is a run's results and where they were taken.
+type Report struct {
+	Taken   time.Time `json:"taken"`
+	CPUs    int       `json:"cpus"`
+	Replica string    `json:"setup"`
+	Results []Result  `json:"results"`
+}
+
+// setup says what each Glance is, for the report.
+const setup = "each Glance: 1 replica, its DB and service-user Secrets, S3 credentials, one default S3 backend; one MariaDB per run; the stack's stand-ins answer /healthcheck"
+
+// namespace is where the Glances go; unrelatedNamespace holds the
+// unrelated Secrets.
+const (
+	namespace          = "bench"
+	unrelatedNamespace = "bench-unrelated"
+)
+
+// Run measures every count in turn and returns the report; it writes
+// nothing (see Write).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if len(o.Counts) == 0 {
+		return nil, errors.New("no counts to measure")
+	}
+	for _, n := range o.Counts {
+		if n < 1 {
+			return nil, fmt.Errorf("count %d: measure at least one Glance", n)
+		}
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	r := &Report{Taken: time.Now().UTC(), CPUs: runtime.NumCPU(), Replica: setup}
+	for _, n := range o.Counts {
+		res, err := measure(ctx, o, n)
+		if err != nil {
+			return r, fmt.Errorf("%d Glances: %w", n, err)
+		}
+		r.Results = append(r.Results, *res)
+	}
+	return r, nil
+}
+
+func (o Options) say(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
+
+// nodesFor is enough kwok nodes (110 pods each) for n Glances' API pods
+// and schema Jobs.
+func nodesFor(n int) int { return 2 + (2*n)/100 }
+
+func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
+	res := &Result{Glances: n, Nodes: nodesFor(n), UnrelatedSecrets: o.UnrelatedSecrets}
+	o.say("%d Glances: starting the stack on %d kwok nodes ...", n, res.Nodes)
+	dir := filepath.Join(o.Dir, fmt.Sprintf("n-%d", n))
+	// Each count starts from an empty cluster: stop what a killed run left
+	// running there, then drop its state.
+	if err := stack.StopRecorded(dir); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	stk, err := stack.Start(ctx, stack.Options{Dir: dir, Nodes: res.Nodes, Progress: o.Progress})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, stk.Stop()) }()
+	// The benchmark's own client must not be what sets the pace.
+	cfg := rest.CopyConfig(stk.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	cl, err := operatortest.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: cl.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	host, err := url.Parse(stk.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepare(ctx, cl); err != nil {
+		return nil, err
+	}
+
+	before, err := scrape(ctx, stk.ManagerMetricsURL)
+	if err != nil {
+		return nil, err
+	}
+	procBefore, err := readProcess(stk.ManagerPID())
+	if err != nil {
+		return nil, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	ready := watchReady(readyCtx, wc, n)
+	start := time.Now()
+	o.say("%d Glances: applying ...", n)
+	if err := apply(ctx, cl, n); err != nil {
+		return nil, err
+	}
+	times, err := ready.wait(start)
+	if err != nil {
+		return nil, err
+	}
+	res.AllReadySeconds = slices.Max(times)
+	slices.Sort(times)
+	res.ReadySeconds = Distribution{P50: percentile(times, 50), P95: percentile(times, 95), Max: times[len(times)-1]}
+	o.say("%d Glances: all Ready in %.1fs", n, res.AllReadySeconds)
+
+	converged, err := scrape(ctx, stk.ManagerMetricsURL)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := readProcess(stk.ManagerPID())
+	if err != nil {
+		return nil, err
+	}
+	res.ManagerCPUSeconds = proc.CPUSeconds - procBefore.CPUSeconds
+	res.RSSKiB, res.HWMKiB = proc.RSSKiB, proc.HWMKiB
+	res.RequestsByMethod = diff(requestsByMethod(converged, host.Host), requestsByMethod(before, host.Host))
+	total, writes := requestTotals(res.RequestsByMethod)
+	res.RequestsPerGlance, res.WritesPerGlance = total/float64(n), writes/float64(n)
+	passes := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}).
+		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}))
+	res.Passes = passes.count / float64(n)
+	res.PassMillis = Distribution{P50: millis(passes.quantile(0.5)), P95: millis(passes.quantile(0.95))}
+	backend := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}).
+		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}))
+	res.BackendPassMillis = Distribution{P50: millis(backend.quantile(0.5)), P95: millis(backend.quantile(0.95))}
+	res.StepMillisP95 = stepP95(converged, before)
+
+	o.say("%d Glances: %s at rest ...", n, o.Idle)
+	if err := sleep(ctx, o.Idle); err != nil {
+		return nil, err
+	}
+	idle, err := scrape(ctx, stk.ManagerMetricsURL)
+	if err != nil {
+		return nil, err
+	}
+	idleTotal, idleWrites := requestTotals(diff(requestsByMethod(idle, host.Host), requestsByMethod(converged, host.Host)))
+	perMinute := float64(time.Minute) / float64(o.Idle)
+	res.IdleRequestsPerMinute, res.IdleWritesPerMinute = idleTotal*perMinute, idleWrites*perMinute
+
+	if o.UnrelatedSecrets > 0 {
+		o.say("%d Glances: %d unrelated Secrets ...", n, o.UnrelatedSecrets)
+		if err := unrelated(ctx, cl, o.UnrelatedSecrets); err != nil {
+			return nil, err
+		}
+		// The informers of every cache that sees Secrets have had them
+		// delivered once the manager's memory settles; a fixed wait keeps
+		// the runs comparable.
+		if err := sleep(ctx, 10*time.Second); err != nil {
+			return nil, err
+		}
+		after, err := readProcess(stk.ManagerPID())
+		if err != nil {
+			return nil, err
+		}
+		res.RSSAfterUnrelated = after.RSSKiB
+		res.UnrelatedBytesEach = float64(after.RSSKiB-proc.RSSKiB) * 1024 / float64(o.UnrelatedSecrets)
+	}
+	return res, nil
+}
+
+func millis(seconds float64) float64 {
+	if math.IsNaN(seconds) {
+		return 0
+	}
+	return seconds * 1000
+}
+
+func diff(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// requestTotals are all requests and the writes among them.
+func requestTotals(byMethod map[string]float64) (total, writes float64) {
+	for method, v := range byMethod {
+		total += v
+		switch method {
+		case "POST", "PUT", "PATCH", "DELETE":
+			writes += v
+		}
+	}
+	return total, writes
+}
+
+// stepP95 is each pipeline step's p95, in milliseconds, between before and
+// after.
+func stepP95(after, before map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	name := metrics.Namespace + "_reconcile_duration_seconds"
+	for _, m := range after[name].GetMetric() {
+		step := label(m, metrics.LabelSubReconciler)
+		if _, done := out[step]; done {
+			continue
+		}
+		sel := map[string]string{metrics.LabelSubReconciler: step}
+		h := histogramOf(after, name, sel).minus(histogramOf(before, name, sel))
+		out[step] = millis(h.quantile(0.95))
+	}
+	return out
+}
+
+// prepare creates the namespace, the ClusterSecretStore every Glance gates
+// on by default (the stand-in reports it Ready) and the MariaDB.
+func prepare(ctx context.Context, cl client.Client) error {
+	for _, ns := range []string{namespace, unrelatedNamespace} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	store := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"provider": map[string]any{"vault": map[string]any{"server": "http://openbao.openbao.svc:8200"}}},
+	}}
+	store.SetAPIVersion("external-secrets.io/v1")
+	store.SetKind("ClusterSecretStore")
+	store.SetName(v1alpha1.DefaultSecretStoreName)
+	if err := cl.Create(ctx, store); err != nil {
+		return fmt.Errorf("create the ClusterSecretStore: %w", err)
+	}
+	mdb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1)}}}
+	mdb.SetAPIVersion("k8s.mariadb.com/v1alpha1")
+	mdb.SetKind("MariaDB")
+	mdb.SetNamespace(namespace)
+	mdb.SetName("mariadb")
+	return cl.Create(ctx, mdb)
+}
+
+// glanceName is the i-th Glance.
+func glanceName(i int) string { return "glance-" + strconv.Itoa(i) }
+
+// objectsOf are the i-th Glance and what it needs, in creation order.
+func objectsOf(i int) []client.Object {
+	name := glanceName(i)
+	secret := func(suffix string, data map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-" + suffix}, StringData: data}
+	}
+	g := fixtures.NewGlance(namespace, name, "2025.2")
+	g.Spec.Database.Database = "glance_" + strconv.Itoa(i)
+	g.Spec.Database.SecretRef.Name = name + "-db"
+	g.Spec.ServiceUser.SecretRef.Name = name + "-service-user"
+	g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](1)}
+	return []client.Object{
+		secret("db", map[string]string{"username": "glance" + strconv.Itoa(i), "password": "bench-password"}),
+		secret("service-user", map[string]string{"password": "bench-password"}),
+		secret("s3", map[string]string{v1alpha1.S3AccessKeyIDKey: "ak", v1alpha1.S3SecretAccessKeyKey: "sk"}),
+		fixtures.NewBackend(namespace, name+"-s3", name, true, name+"-s3"),
+		g,
+	}
+}
+
+// applyWorkers create objects at once, as `kubectl apply` of a large
+// manifest would not: the point is the operator's pace, not the client's.
+const applyWorkers = 16
+
+// apply creates n Glances and their objects.
+func apply(ctx context.Context, cl client.Client, n int) error {
+	return parallel(ctx, n, func(i int) error {
+		for _, obj := range objectsOf(i) {
+			if err := cl.Create(ctx, obj); err != nil {
+				return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// unrelated creates n 2 KiB Secrets no Glance reads.
+func unrelated(ctx context.Context, cl client.Client, n int) error {
+	value := make([]byte, 2048)
+	for i := range value {
+		value[i] = 'x'
+	}
+	return parallel(ctx, n, func(i int) error {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: unrelatedNamespace, Name: "unrelated-" + strconv.Itoa(i), Labels: map[string]string{"app": "unrelated"}},
+			Data:       map[string][]byte{"value": value},
+		}
+		return cl.Create(ctx, s)
+	})
+}
+
+// parallel runs fn(0..n-1) on applyWorkers goroutines; the first error
+// stops the rest.
+func parallel(ctx context.Context, n int, fn func(i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(applyWorkers, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// readiness records when each Glance is first seen Ready for its
+// generation.
+type readiness struct {
+	n    int
+	done chan struct{}
+
+	mu    sync.Mutex
+	ready map[string]time.Time
+	err   error
+}
+
+// watchReady watches the Glances of the namespace until n are Ready or ctx
+// ends; a watch the server closes is started again.
+func watchReady(ctx context.Context, wc client.WithWatch, n int) *readiness {
+	r := &readiness{n: n, done: make(chan struct{}), ready: map[string]time.Time{}}
+	go func() {
+		defer close(r.done)
+		for ctx.Err() == nil && !r.complete() {
+			w, err := wc.Watch(ctx, &v1alpha1.GlanceList{}, client.InNamespace(namespace))
+			if err != nil {
+				r.fail(err)
+				return
+			}
+			r.consume(w)
+		}
+		if !r.complete() {
+			r.fail(fmt.Errorf("%d of %d Glances Ready: %w", r.count(), n, ctx.Err()))
+		}
+	}()
+	return r
+}
+
+func (r *readiness) consume(w watch.Interface) {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		g, ok := ev.Object.(*v1alpha1.Glance)
+		if !ok {
+			continue
+		}
+		c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != g.Generation {
+			continue
+		}
+		r.mu.Lock()
+		if _, seen := r.ready[g.Name]; !seen {
+			r.ready[g.Name] = time.Now()
+		}
+		full := len(r.ready) >= r.n
+		r.mu.Unlock()
+		if full {
+			return
+		}
+	}
+}
+
+func (r *readiness) complete() bool { return r.count() >= r.n }
+
+func (r *readiness) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ready)
+}
+
+func (r *readiness) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+// wait returns each Glance's seconds from start to Ready.
+func (r *readiness) wait(start time.Time) ([]float64, error) {
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]float64, 0, len(r.ready))
+	for _, at := range r.ready {
+		out = append(out, at.Sub(start).Seconds())
+	}
+	return out, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

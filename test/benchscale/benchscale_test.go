@@ -1,0 +1,70 @@
+package benchscale
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchScaleSmoke runs the benchmark at three Glances with short waits: the
+// program works end to end and writes its report. It asserts that every
+// figure was taken, never what it is.
+func TestBenchScaleSmoke(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	report, err := Run(ctx, Options{Counts: []int{3}, Dir: dir, Idle: 2 * time.Second, UnrelatedSecrets: 50, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatalf("%s: %v", JSONFile, err)
+	}
+	if len(back.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(back.Results))
+	}
+	r := back.Results[0]
+	for name, taken := range map[string]bool{
+		"glances":              r.Glances == 3,
+		"all Ready":            r.AllReadySeconds > 0 && r.ReadySeconds.Max == r.AllReadySeconds,
+		"requests per Glance":  r.RequestsPerGlance > 0 && r.WritesPerGlance > 0,
+		"passes":               r.Passes > 0 && r.PassMillis.P95 > 0,
+		"backend passes":       r.BackendPassMillis.P50 > 0,
+		"steps":                len(r.StepMillisP95) > 0,
+		"CPU":                  r.ManagerCPUSeconds > 0,
+		"RSS":                  r.RSSKiB > 0 && r.HWMKiB >= r.RSSKiB,
+		"RSS after unrelated":  r.RSSAfterUnrelated > 0 && !math.IsNaN(r.UnrelatedBytesEach),
+		"idle writes measured": !math.IsNaN(r.IdleWritesPerMinute),
+	} {
+		if !taken {
+			t.Errorf("%s not taken: %+v", name, r)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| 3 Glances |") || !strings.Contains(string(md), "all Ready, from the start of the apply") {
+		t.Errorf("%s:\n%s", MarkdownFile, md)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, SVGFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "<polyline") {
+		t.Errorf("%s is no plot:\n%s", SVGFile, svg)
+	}
+}

@@ -1,0 +1,174 @@
+package benchscale
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Report files, in the report directory.
+const (
+	JSONFile     = "bench-scale.json"
+	MarkdownFile = "bench-scale.md"
+	SVGFile      = "bench-scale.svg"
+)
+
+// Write writes the report as JSON, a Markdown table and an SVG plot of the
+// time to all-Ready and the manager's RSS against N, into dir.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	for name, content := range map[string][]byte{
+		JSONFile:     append(data, '\n'),
+		MarkdownFile: []byte(r.Markdown()),
+		SVGFile:      []byte(r.SVG()),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Markdown is the report as a table, a column per count.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Taken %s on %d CPUs; %s.\n\n", r.Taken.Format("2006-01-02 15:04 UTC"), r.CPUs, r.Replica)
+	b.WriteString("| figure |")
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, " %d Glances |", res.Glances)
+	}
+	b.WriteString("\n|---|")
+	for range r.Results {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	row := func(name string, cell func(Result) string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, res := range r.Results {
+			fmt.Fprintf(&b, " %s |", cell(res))
+		}
+		b.WriteString("\n")
+	}
+	row("all Ready, from the start of the apply", func(x Result) string { return fmt.Sprintf("%.1f s", x.AllReadySeconds) })
+	row("per-Glance time to Ready p50 / p95 / max", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f / %.1f s", x.ReadySeconds.P50, x.ReadySeconds.P95, x.ReadySeconds.Max)
+	})
+	row("Glance reconcile pass p50 / p95", func(x Result) string {
+		return fmt.Sprintf("%.0f / %.0f ms", x.PassMillis.P50, x.PassMillis.P95)
+	})
+	row("passes per Glance", func(x Result) string { return fmt.Sprintf("%.1f", x.Passes) })
+	row("GlanceBackend reconcile pass p50 / p95", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f ms", x.BackendPassMillis.P50, x.BackendPassMillis.P95)
+	})
+	row("slowest step p95", func(x Result) string {
+		step, ms := slowest(x.StepMillisP95)
+		if step == "" {
+			return "-"
+		}
+		return fmt.Sprintf("%s %.0f ms", step, ms)
+	})
+	row("API requests / writes per Glance while converging", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f", x.RequestsPerGlance, x.WritesPerGlance)
+	})
+	row("requests / writes per idle minute", func(x Result) string {
+		return fmt.Sprintf("%.0f / %.0f", x.IdleRequestsPerMinute, x.IdleWritesPerMinute)
+	})
+	row("manager CPU while converging", func(x Result) string { return fmt.Sprintf("%.1f s", x.ManagerCPUSeconds) })
+	row("manager RSS / high-water mark", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f MiB", float64(x.RSSKiB)/1024, float64(x.HWMKiB)/1024)
+	})
+	row("RSS growth per unrelated 2 KiB Secret", func(x Result) string {
+		if x.UnrelatedSecrets == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f B (%d Secrets)", x.UnrelatedBytesEach, x.UnrelatedSecrets)
+	})
+	b.WriteString("\nAPI requests are the manager's own, counted by its client-go (rest_client_requests_total); pass times are estimated from the histograms' buckets.\n")
+	return b.String()
+}
+
+// slowest is the step with the largest p95.
+func slowest(p95 map[string]float64) (string, float64) {
+	steps := make([]string, 0, len(p95))
+	for s := range p95 {
+		steps = append(steps, s)
+	}
+	slices.Sort(steps)
+	best, ms := "", -1.0
+	for _, s := range steps {
+		if p95[s] > ms {
+			best, ms = s, p95[s]
+		}
+	}
+	return best, ms
+}
+
+// SVG plots the time to all-Ready (left axis) and the manager's RSS (right
+// axis) against N, on a logarithmic N axis when the counts span a decade.
+func (r *Report) SVG() string {
+	const w, h, pad = 640.0, 360.0, 60.0
+	results := slices.Clone(r.Results)
+	slices.SortFunc(results, func(a, b Result) int { return a.Glances - b.Glances })
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
+	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
+	fmt.Fprintf(&b, `<text x="%.0f" y="20" text-anchor="middle" font-size="14">time to all Ready and manager RSS against Glances</text>`+"\n", w/2)
+	if len(results) == 0 {
+		b.WriteString("</svg>\n")
+		return b.String()
+	}
+	minN, maxN := float64(results[0].Glances), float64(results[len(results)-1].Glances)
+	logScale := maxN/minN >= 10
+	x := func(n int) float64 {
+		if maxN == minN {
+			return w / 2
+		}
+		if logScale {
+			return pad + (w-2*pad)*(math.Log10(float64(n))-math.Log10(minN))/(math.Log10(maxN)-math.Log10(minN))
+		}
+		return pad + (w-2*pad)*(float64(n)-minN)/(maxN-minN)
+	}
+	maxT, maxR := 0.0, 0.0
+	for _, res := range results {
+		maxT = max(maxT, res.AllReadySeconds)
+		maxR = max(maxR, float64(res.RSSKiB)/1024)
+	}
+	y := func(v, top float64) float64 {
+		if top == 0 {
+			return h - pad
+		}
+		return h - pad - (h-2*pad)*v/top
+	}
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", pad, h-pad, w-pad, h-pad)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", pad, pad, pad, h-pad)
+	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", w-pad, pad, w-pad, h-pad)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">Glances%s</text>`+"\n", w/2, h-pad+36, map[bool]string{true: " (log scale)"}[logScale])
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#1f77b4">all Ready, s (max %.1f)</text>`+"\n", pad, pad-10, maxT)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="#d62728">RSS, MiB (max %.1f)</text>`+"\n", w-pad, pad-10, maxR)
+	series := func(color string, value func(Result) float64, top float64) {
+		var pts []string
+		for _, res := range results {
+			px, py := x(res.Glances), y(value(res), top)
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px, py, color)
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), color)
+	}
+	series("#1f77b4", func(x Result) float64 { return x.AllReadySeconds }, maxT)
+	series("#d62728", func(x Result) float64 { return float64(x.RSSKiB) / 1024 }, maxR)
+	for _, res := range results {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%d</text>`+"\n", x(res.Glances), h-pad+16, res.Glances)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
