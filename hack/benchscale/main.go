@@ -21,6 +21,7 @@ func main() {
 	idle := fs.Duration("idle", time.Minute, "how long to watch the manager at rest once all are Ready")
 	unrelated := fs.Int("unrelated-secrets", 10000, "2 KiB Secrets no Glance reads, created after the idle period")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound of each count's wait for all Ready")
+	floor := fs.Bool("floor", true, "measure each count's control-plane floor first: the same workloads applied directly, with no operator")
 	if code, ok := startup.Parse(fs, os.Args[1:]); !ok {
 		os.Exit(code)
 	}
@@ -33,7 +34,7 @@ func main() {
 		}
 		o.Counts = append(o.Counts, n)
 	}
-	o.Dir, o.Idle, o.UnrelatedSecrets, o.Timeout, o.Progress = *out, *idle, *unrelated, *timeout, os.Stdout
+	o.Dir, o.Idle, o.UnrelatedSecrets, o.Timeout, o.Floor, o.Progress = *out, *idle, *unrelated, *timeout, *floor, os.Stdout
 	report, err := benchscale.Run(startup.SignalContext(), o)
 	if report != nil {
 		if werr := report.Write(o.Dir); werr != nil {

@@ -52,8 +52,11 @@ type Options struct {
 	// UnrelatedSecrets are created in a namespace of their own once the
 	// idle period is over, to see what they cost the manager's memory.
 	UnrelatedSecrets int
-	// Timeout bounds each count's wait for all-Ready.
+	// Timeout bounds each count's wait for all-Ready, and the floor's.
 	Timeout time.Duration
+	// Floor measures the control-plane floor of each count first, on a
+	// cluster of its own (see floor.go).
+	Floor bool
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -67,6 +70,9 @@ type Result struct {
 	// ReadySeconds are the per-Glance times to Ready from the same start.
 	AllReadySeconds float64      `json:"allReadySeconds"`
 	ReadySeconds    Distribution `json:"readySeconds"`
+	// FloorSeconds is the control-plane floor: the same workloads applied
+	// directly, up; 0 when not measured.
+	FloorSeconds float64 `json:"floorSeconds,omitempty"`
 	// The manager's API requests while converging, per Glance, counted by
 	// its client-go (rest_client_requests_total), by HTTP method.
 	RequestsPerGlance float64            `json:"requestsPerGlance"`
@@ -149,6 +155,12 @@ func nodesFor(n int) int { return 2 + (2*n)/100 }
 
 func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	res := &Result{Glances: n, Nodes: nodesFor(n), UnrelatedSecrets: o.UnrelatedSecrets}
+	if o.Floor {
+		if res.FloorSeconds, err = measureFloor(ctx, o, floorDir(o.Dir, n), n, res.Nodes); err != nil {
+			return nil, fmt.Errorf("control-plane floor: %w", err)
+		}
+		o.say("%d Glances: control-plane floor %.1fs", n, res.FloorSeconds)
+	}
 	o.say("%d Glances: starting the stack on %d kwok nodes ...", n, res.Nodes)
 	dir := filepath.Join(o.Dir, fmt.Sprintf("n-%d", n))
 	// Each count starts from an empty cluster: stop what a killed run left
@@ -343,18 +355,24 @@ func objectsOf(i int) []client.Object {
 	secret := func(suffix string, data map[string]string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-" + suffix}, StringData: data}
 	}
-	g := fixtures.NewGlance(namespace, name, "2025.2")
-	g.Spec.Database.Database = "glance_" + strconv.Itoa(i)
-	g.Spec.Database.SecretRef.Name = name + "-db"
-	g.Spec.ServiceUser.SecretRef.Name = name + "-service-user"
-	g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](1)}
 	return []client.Object{
 		secret("db", map[string]string{"username": "glance" + strconv.Itoa(i), "password": "bench-password"}),
 		secret("service-user", map[string]string{"password": "bench-password"}),
 		secret("s3", map[string]string{v1alpha1.S3AccessKeyIDKey: "ak", v1alpha1.S3SecretAccessKeyKey: "sk"}),
 		fixtures.NewBackend(namespace, name+"-s3", name, true, name+"-s3"),
-		g,
+		glanceOf(i),
 	}
+}
+
+// glanceOf is the i-th Glance: one replica, its own database and Secrets.
+func glanceOf(i int) *v1alpha1.Glance {
+	name := glanceName(i)
+	g := fixtures.NewGlance(namespace, name, "2025.2")
+	g.Spec.Database.Database = "glance_" + strconv.Itoa(i)
+	g.Spec.Database.SecretRef.Name = name + "-db"
+	g.Spec.ServiceUser.SecretRef.Name = name + "-service-user"
+	g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](1)}
+	return g
 }
 
 // applyWorkers create objects at once, as `kubectl apply` of a large

@@ -18,7 +18,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	report, err := Run(ctx, Options{Counts: []int{3}, Dir: dir, Idle: 2 * time.Second, UnrelatedSecrets: 50, Timeout: 5 * time.Minute})
+	report, err := Run(ctx, Options{Counts: []int{3}, Dir: dir, Idle: 2 * time.Second, UnrelatedSecrets: 50, Timeout: 5 * time.Minute, Floor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +40,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 	for name, taken := range map[string]bool{
 		"glances":              r.Glances == 3,
 		"all Ready":            r.AllReadySeconds > 0 && r.ReadySeconds.Max == r.AllReadySeconds,
+		"floor":                r.FloorSeconds > 0,
 		"requests per Glance":  r.RequestsPerGlance > 0 && r.WritesPerGlance > 0,
 		"passes":               r.Passes > 0 && r.PassMillis.P95 > 0,
 		"backend passes":       r.BackendPassMillis.P50 > 0,

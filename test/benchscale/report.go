@@ -60,6 +60,12 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	row("all Ready, from the start of the apply", func(x Result) string { return fmt.Sprintf("%.1f s", x.AllReadySeconds) })
+	row("control-plane floor (the same workloads applied directly)", func(x Result) string {
+		if x.FloorSeconds == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f s (all Ready at %.2f×)", x.FloorSeconds, x.AllReadySeconds/x.FloorSeconds)
+	})
 	row("per-Glance time to Ready p50 / p95 / max", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f / %.1f s", x.ReadySeconds.P50, x.ReadySeconds.P95, x.ReadySeconds.Max)
 	})
