@@ -195,7 +195,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 		return nil, err
 	}
 
-	before, err := scrape(ctx, stk.ManagerMetricsURL)
+	before, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	res.ReadySeconds = Distribution{P50: percentile(times, 50), P95: percentile(times, 95), Max: times[len(times)-1]}
 	o.say("%d Glances: all Ready in %.1fs", n, res.AllReadySeconds)
 
-	converged, err := scrape(ctx, stk.ManagerMetricsURL)
+	converged, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err := sleep(ctx, o.Idle); err != nil {
 		return nil, err
 	}
-	idle, err := scrape(ctx, stk.ManagerMetricsURL)
+	idle, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}

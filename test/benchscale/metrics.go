@@ -1,38 +1,15 @@
 package benchscale
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	dto "github.com/prometheus/client_model/go"
 )
-
-// scrape reads a Prometheus text endpoint.
-func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
-}
 
 // matches reports whether m carries every label of want.
 func matches(m *dto.Metric, want map[string]string) bool {

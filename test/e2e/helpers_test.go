@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -501,13 +498,7 @@ func command(c corev1.Container) string {
 // summed over the series matching labels; 0 when absent.
 func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	resp, err := http.Get(stk.ManagerMetricsURL) //nolint:noctx // loopback scrape
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := stk.ManagerMetrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -317,22 +318,9 @@ func (s *Stack) ManagerForbiddenRequests(ctx context.Context, server string) (ma
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ManagerMetricsURL, nil)
+	families, err := s.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", s.ManagerMetricsURL, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", s.ManagerMetricsURL, err)
 	}
 	const name = "rest_client_requests_total"
 	family, ok := families[name]
@@ -352,4 +340,26 @@ func (s *Stack) ManagerForbiddenRequests(ctx context.Context, server string) (ma
 		}
 	}
 	return forbidden, nil
+}
+
+// ManagerMetrics scrapes glance-operator's /metrics.
+func (s *Stack) ManagerMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ManagerMetricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", s.ManagerMetricsURL, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", s.ManagerMetricsURL, err)
+	}
+	return families, nil
 }
