@@ -94,6 +94,9 @@ type Result struct {
 	UnrelatedSecrets   int                `json:"unrelatedSecrets"`
 	RSSAfterUnrelated  int64              `json:"rssAfterUnrelatedKiB"`
 	UnrelatedBytesEach float64            `json:"unrelatedBytesEach"`
+	// UnrelatedHeapBytesEach is the growth of the manager's heap in use
+	// (go_memstats_heap_inuse_bytes) per unrelated Secret.
+	UnrelatedHeapBytesEach float64 `json:"unrelatedHeapBytesEach"`
 }
 
 // Distribution is p50, p95 and max of a sample (a histogram's estimate
@@ -256,6 +259,14 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 
 	if o.UnrelatedSecrets > 0 {
 		o.say("%d Glances: %d unrelated Secrets ...", n, o.UnrelatedSecrets)
+		base, err := readProcess(stk.ManagerPID())
+		if err != nil {
+			return nil, err
+		}
+		baseMetrics, err := stk.ManagerMetrics(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if err := unrelated(ctx, cl, o.UnrelatedSecrets); err != nil {
 			return nil, err
 		}
@@ -269,8 +280,15 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 		if err != nil {
 			return nil, err
 		}
+		afterMetrics, err := stk.ManagerMetrics(ctx)
+		if err != nil {
+			return nil, err
+		}
 		res.RSSAfterUnrelated = after.RSSKiB
-		res.UnrelatedBytesEach = float64(after.RSSKiB-proc.RSSKiB) * 1024 / float64(o.UnrelatedSecrets)
+		res.UnrelatedBytesEach = float64(after.RSSKiB-base.RSSKiB) * 1024 / float64(o.UnrelatedSecrets)
+		// RSS also holds garbage the runtime has not returned yet; the heap
+		// in use says what the caches keep.
+		res.UnrelatedHeapBytesEach = (gauge(afterMetrics, "go_memstats_heap_inuse_bytes") - gauge(baseMetrics, "go_memstats_heap_inuse_bytes")) / float64(o.UnrelatedSecrets)
 	}
 	return res, nil
 }

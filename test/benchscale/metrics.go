@@ -31,6 +31,15 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
+// gauge is the value of a gauge without labels; 0 when absent.
+func gauge(families map[string]*dto.MetricFamily, name string) float64 {
+	var v float64
+	for _, m := range families[name].GetMetric() {
+		v += m.GetGauge().GetValue()
+	}
+	return v
+}
+
 // requestsByMethod sums a client-go request counter
 // (rest_client_requests_total) by HTTP method, for the requests to host.
 func requestsByMethod(families map[string]*dto.MetricFamily, host string) map[string]float64 {

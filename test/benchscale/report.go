@@ -93,11 +93,11 @@ func (r *Report) Markdown() string {
 	row("manager RSS / high-water mark", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f MiB", float64(x.RSSKiB)/1024, float64(x.HWMKiB)/1024)
 	})
-	row("RSS growth per unrelated 2 KiB Secret", func(x Result) string {
+	row("RSS and heap growth per unrelated 2 KiB Secret", func(x Result) string {
 		if x.UnrelatedSecrets == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.0f B (%d Secrets)", x.UnrelatedBytesEach, x.UnrelatedSecrets)
+		return fmt.Sprintf("%.0f B, heap %.0f B (%d Secrets)", x.UnrelatedBytesEach, x.UnrelatedHeapBytesEach, x.UnrelatedSecrets)
 	})
 	b.WriteString("\nAPI requests are the manager's own, counted by its client-go (rest_client_requests_total); pass times are estimated from the histograms' buckets.\n")
 	return b.String()
