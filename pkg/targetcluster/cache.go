@@ -84,14 +84,22 @@ func metadataOf(kind string) *metav1.PartialObjectMetadata {
 }
 
 // StripToIdentity keeps what a watch needs to map an object to the Glances
-// reading it: its identity and version, not its data or annotations.
+// reading it: its name, namespace, UID and resourceVersion. The references
+// caches hold every Secret and ConfigMap of the watched namespaces, most of
+// them no Glance's, so their labels, annotations and the rest are dropped
+// rather than kept for each.
 func StripToIdentity(in any) (any, error) {
+	if m, ok := in.(*metav1.PartialObjectMetadata); ok {
+		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion}
+		return m, nil
+	}
 	obj, err := meta.Accessor(in)
 	if err != nil {
 		return in, nil
 	}
 	obj.SetManagedFields(nil)
 	obj.SetAnnotations(nil)
+	obj.SetLabels(nil)
 	obj.SetOwnerReferences(nil)
 	return in, nil
 }
