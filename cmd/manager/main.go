@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/startup"
@@ -57,7 +59,7 @@ func run(args []string, stderr io.Writer) int {
 		log.Error(err, "load the API server config")
 		return 1
 	}
-	ctx := startup.SignalContext()
+	ctx := ctrl.SetupSignalHandler()
 	mgr, err := operator.New(ctx, cfg, o)
 	if err != nil {
 		log.Error(err, "set up the manager")

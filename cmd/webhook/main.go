@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/c5c3/glance-operator/pkg/admission/check"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
 	"github.com/c5c3/glance-operator/pkg/startup"
@@ -111,7 +113,7 @@ func serve(args []string, stderr io.Writer) int {
 		log.Error(err, "load the API server config")
 		return 1
 	}
-	ctx := startup.SignalContext()
+	ctx := ctrl.SetupSignalHandler()
 	if err := webhook.RunServer(ctx, cfg, c.server, log); err != nil {
 		log.Error(err, "admission server failed")
 		return 1

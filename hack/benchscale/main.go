@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/c5c3/glance-operator/pkg/startup"
 	"github.com/c5c3/glance-operator/test/benchscale"
 )
@@ -35,7 +37,7 @@ func main() {
 		o.Counts = append(o.Counts, n)
 	}
 	o.Dir, o.Idle, o.UnrelatedSecrets, o.Timeout, o.Floor, o.Progress = *out, *idle, *unrelated, *timeout, *floor, os.Stdout
-	report, err := benchscale.Run(startup.SignalContext(), o)
+	report, err := benchscale.Run(ctrl.SetupSignalHandler(), o)
 	if report != nil {
 		if werr := report.Write(o.Dir); werr != nil {
 			fmt.Fprintln(os.Stderr, "benchscale: write the report:", werr)

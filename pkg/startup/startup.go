@@ -1,10 +1,9 @@
 // Package startup is what both binaries do before their own work: the API
-// client and logging flags, the logger, the REST config and the signal
-// context.
+// client and logging flags, their parsing, the logger and the REST config.
+// Both take their signal context from ctrl.SetupSignalHandler.
 package startup
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/pkg/logging"
@@ -95,7 +93,3 @@ func (f *Flags) RESTConfig(userAgent string) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = float32(f.QPS), f.Burst
 	return cfg, nil
 }
-
-// SignalContext ends on SIGTERM or SIGINT; a second signal exits the
-// process at once rather than waiting for the drain. Call it once.
-func SignalContext() context.Context { return ctrl.SetupSignalHandler() }

@@ -22,6 +22,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 	"github.com/c5c3/glance-operator/test/stack"
 )
@@ -137,9 +138,9 @@ func targetRegister(t *testing.T, parent *scene, tgt *stack.Target) {
 // childKinds are the kinds a Glance makes on its cluster, with the group
 // of the kinds that are not the API server's own.
 var childKinds = map[string]schema.GroupVersionKind{
-	"Database": {Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Database"},
-	"User":     {Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "User"},
-	"Grant":    {Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "Grant"},
+	"Database": render.DatabaseGVK,
+	"User":     render.UserGVK,
+	"Grant":    render.GrantGVK,
 }
 
 func childGVK(t *testing.T, kind string) schema.GroupVersionKind {

@@ -39,8 +39,6 @@ import (
 // test plays the external operators (ESO, mariadb-operator, the Job
 // controller) on the target's API.
 
-var mariaDBGVK = schema.GroupVersionKind{Group: "k8s.mariadb.com", Version: "v1alpha1", Kind: "MariaDB"}
-
 // glanceScene is one test's namespace on both clusters, a manager serving
 // targets from a clusters namespace of its own, and the target registered
 // in it.
@@ -143,12 +141,12 @@ func (s *glanceScene) world() {
 		s.t.Fatal(err)
 	}
 	mdb := &unstructured.Unstructured{}
-	mdb.SetGroupVersionKind(mariaDBGVK)
+	mdb.SetGroupVersionKind(render.MariaDBGVK)
 	mdb.SetNamespace(s.NS)
 	mdb.SetName("mariadb")
 	mdb.Object["spec"] = map[string]any{"replicas": int64(1)}
 	s.Create(mdb)
-	s.setReady(mariaDBGVK, "mariadb")
+	s.setReady(render.MariaDBGVK, "mariadb")
 }
 
 // setReady writes a Ready condition on the target, as the object's operator
@@ -180,7 +178,7 @@ func (s *glanceScene) ownerLabels() client.MatchingLabels {
 func (s *glanceScene) provision() {
 	s.t.Helper()
 	for _, kind := range []string{"Database", "User", "Grant"} {
-		gvk := mariaDBGVK.GroupVersion().WithKind(kind)
+		gvk := render.MariaDBGVK.GroupVersion().WithKind(kind)
 		s.Eventually(kind+" glance on the target", func() bool {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
@@ -413,6 +411,42 @@ func TestGlanceDeregisterAndReturn(t *testing.T) {
 	s.backendCondition(v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable)
 }
 
+// setGateway gives the Glance spec.gateway, retrying on conflicts with the
+// operator's status writes.
+func (s *glanceScene) setGateway() {
+	s.t.Helper()
+	for {
+		g := &v1alpha1.Glance{}
+		if err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
+			s.t.Fatal(err)
+		}
+		g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "public"}, Hostname: "image.example.com"}
+		err := mgmtClient.Update(s.t.Context(), g)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// deleteGlance deletes the Glance and waits until it has left etcd.
+func (s *glanceScene) deleteGlance() {
+	s.t.Helper()
+	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
+	if err := mgmtClient.Delete(s.t.Context(), g); err != nil {
+		s.t.Fatal(err)
+	}
+	operatortest.Eventually(s.t, "the Glance gone", func() error {
+		err := mgmtClient.Get(s.t.Context(), client.ObjectKeyFromObject(g), g)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
+	})
+}
+
 // backendCondition waits for a condition of the backend primary.
 func (s *glanceScene) backendCondition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	s.t.Helper()
@@ -422,17 +456,7 @@ func (s *glanceScene) backendCondition(typ string, status metav1.ConditionStatus
 func TestGlanceDeleteWithTargetPresent(t *testing.T) {
 	s := newGlanceScene(t)
 	s.running()
-	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
-	if err := mgmtClient.Delete(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
-	operatortest.Eventually(t, "the Glance gone", func() error {
-		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
-	})
+	s.deleteGlance()
 	for _, k := range childKinds {
 		if n := count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
 			t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
@@ -440,7 +464,7 @@ func TestGlanceDeleteWithTargetPresent(t *testing.T) {
 	}
 	for _, kind := range []string{"Database", "User", "Grant"} {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		list.SetGroupVersionKind(render.MariaDBGVK.GroupVersion().WithKind(kind + "List"))
 		if n := count(t, target.client, list, client.InNamespace(s.NS)); n != 0 {
 			t.Errorf("%d %s left on the target", n, kind)
 		}
@@ -459,17 +483,7 @@ func TestGlanceAbandon(t *testing.T) {
 	s.deregister()
 	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, 30*time.Second)
 
-	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
-	if err := mgmtClient.Delete(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
-	operatortest.Eventually(t, "the Glance gone", func() error {
-		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
-	})
+	s.deleteGlance()
 	operatortest.Eventually(t, "a RemoteChildrenAbandoned event", func() error {
 		var events eventsv1.EventList
 		if err := mgmtClient.List(t.Context(), &events, client.InNamespace(s.NS)); err != nil {
@@ -507,18 +521,7 @@ func TestGlanceGatewayAPIOnTheTargetOnly(t *testing.T) {
 	s := newGlanceScene(t)
 	s.rollOut(s.running())
 	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
-	for range 10 {
-		g := &v1alpha1.Glance{}
-		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
-			t.Fatal(err)
-		}
-		g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "public"}, Hostname: "image.example.com"}
-		if err := mgmtClient.Update(t.Context(), g); err == nil {
-			break
-		} else if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
+	s.setGateway()
 	// No Gateway controller runs on the target: the route waits for
 	// acceptance, which says the Gateway API was found there.
 	c := s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonHTTPRouteNotAccepted, 30*time.Second)
@@ -579,20 +582,7 @@ func TestGlanceCapabilityProbeFailed(t *testing.T) {
 	s := newGlanceSceneOn(t, bare)
 	s.rollOut(s.running())
 	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
-	for {
-		g := &v1alpha1.Glance{}
-		if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g); err != nil {
-			t.Fatal(err)
-		}
-		g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "public"}, Hostname: "image.example.com"}
-		err := mgmtClient.Update(t.Context(), g)
-		if err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
+	s.setGateway()
 	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)
 
 	// An aggregated API for the group whose server is missing: the
