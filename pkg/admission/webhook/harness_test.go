@@ -164,6 +164,10 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// noAPIServer is the rest config of servers whose lookups are fake: the
+// manager needs one, and never calls it.
+var noAPIServer = &rest.Config{Host: "https://127.0.0.1:1"}
+
 // testServer is RunServer running in the background on loopback.
 type testServer struct {
 	hookAddr string // host:port of the HTTPS listener
@@ -186,6 +190,9 @@ func startTestServer(t testing.TB, cfg *rest.Config, opts ServerOptions, log log
 	opts.MetricsAddress = "127.0.0.1:" + strconv.Itoa(metricsPort)
 	if opts.CertDir == "" {
 		opts.CertDir = t.TempDir()
+	}
+	if cfg == nil {
+		cfg = noAPIServer
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{
@@ -474,6 +481,49 @@ func (ts *testServer) scrape(t testing.TB) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	return families
+}
+
+// verdictCounts is RequestsMetric and the sample count of
+// RequestDurationMetric by webhook path and verdict. The metrics are the
+// process's, which every server of the test binary counts into, so tests
+// compare two readings (since).
+type verdictCounts map[string]map[string]float64
+
+func (ts *testServer) verdictCounts(t testing.TB) verdictCounts {
+	t.Helper()
+	counts := verdictCounts{}
+	families := ts.scrape(t)
+	for _, path := range []string{MutateGlancePath, ValidateGlancePath, MutateGlanceBackendPath, ValidateGlanceBackendPath} {
+		counts[path] = map[string]float64{}
+		for _, v := range verdicts {
+			requests := series(families, RequestsMetric, path, v)
+			observed := series(families, RequestDurationMetric, path, v)
+			if requests == nil || observed == nil {
+				t.Fatalf("/metrics lacks the %s series of %s %s", path, RequestsMetric, v)
+			}
+			if float64(observed.GetHistogram().GetSampleCount()) != requests.GetCounter().GetValue() {
+				t.Fatalf("%s %s: %v requests, %d durations observed", path, v, requests.GetCounter().GetValue(), observed.GetHistogram().GetSampleCount())
+			}
+			counts[path][v] = requests.GetCounter().GetValue()
+		}
+	}
+	return counts
+}
+
+// since is c less earlier, leaving out the verdicts that did not change.
+func (c verdictCounts) since(earlier verdictCounts) verdictCounts {
+	out := verdictCounts{}
+	for path, byVerdict := range c {
+		for v, n := range byVerdict {
+			if d := n - earlier[path][v]; d != 0 {
+				if out[path] == nil {
+					out[path] = map[string]float64{}
+				}
+				out[path][v] = d
+			}
+		}
+	}
+	return out
 }
 
 // series returns the metric of family with the webhook and verdict labels.

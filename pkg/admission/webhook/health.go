@@ -6,38 +6,39 @@ import (
 	"net/http"
 
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// healthMux serves /healthz (the process answers) and /readyz (the
-// certificate is loaded, the TLS listener completes a handshake, and the
-// server is not shutting down).
-func (s *server) healthMux() *http.ServeMux {
-	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
-	ready := &healthz.Handler{Checks: map[string]healthz.Checker{
+// addHealthChecks makes /healthz report the process alive and /readyz
+// report ready while the certificate is loaded, the TLS listener completes
+// a handshake (tlsListener), and the server is not shutting down.
+func (s *server) addHealthChecks(mgr manager.Manager, tlsListener healthz.Checker) error {
+	ready := map[string]healthz.Checker{
 		"serving-certificate": func(*http.Request) error {
 			if s.certificate.Load() == nil {
 				return fmt.Errorf("no serving certificate loaded from %s yet", s.opts.CertDir)
 			}
 			return nil
 		},
+		// No handshake before there is a certificate to offer: each would
+		// only log a TLS error.
 		"tls-listener": func(r *http.Request) error {
-			check := s.tlsChecker.Load()
-			if check == nil {
-				return errors.New("TLS listener not started")
+			if s.certificate.Load() == nil {
+				return errNoCertificate
 			}
-			return (*check)(r)
+			return tlsListener(r)
 		},
 		"not-shutting-down": func(*http.Request) error {
-			if s.shuttingDown.Load() {
+			if s.shutdown.Err() != nil {
 				return errors.New("shutting down")
 			}
 			return nil
 		},
-	}}
-	mux := http.NewServeMux()
-	for path, h := range map[string]http.Handler{"/healthz": live, "/readyz": ready} {
-		mux.Handle(path, http.StripPrefix(path, h))
-		mux.Handle(path+"/", http.StripPrefix(path, h))
 	}
-	return mux
+	for name, check := range ready {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return err
+		}
+	}
+	return mgr.AddHealthzCheck("ping", healthz.Ping)
 }

@@ -1,17 +1,14 @@
 package webhook
 
 import (
-	"net/http"
-	"slices"
-	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metric names. They live in a registry of their own (see RunServer).
+// Metric names. They live in controller-runtime's registry, which the
+// metrics address serves.
 const (
 	RequestsMetric          = "glance_webhook_requests_total"
 	RequestDurationMetric   = "glance_webhook_request_duration_seconds"
@@ -19,46 +16,9 @@ const (
 	CertificateExpiryMetric = "glance_webhook_serving_certificate_expiry_timestamp_seconds"
 )
 
-func metricsMux(registry *prometheus.Registry) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(metricsGatherer(registry), promhttp.HandlerOpts{Registry: registry}))
-	return mux
-}
-
-// metricsGatherer gathers the server's own registry and then controller-
-// runtime's global one. controller-runtime records into the global registry
-// whatever this server does: every review by webhook and HTTP code
-// (controller_runtime_webhook_*), every certificate read and read error
-// (certwatcher_*), and the API requests of the lookups by status code
-// (rest_client_requests_total).
-// That cannot be switched off, so it is served rather than thrown away:
-// the HTTP codes and the certificate read errors are nowhere else. Those
-// series are process-wide. A family the own registry has (the Go and
-// process collectors, when something in the process registers them
-// globally too) is served once, from the own registry.
-func metricsGatherer(own prometheus.Gatherer) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		families, err := own.Gather()
-		if err != nil {
-			return families, err
-		}
-		seen := make(map[string]bool, len(families))
-		for _, f := range families {
-			seen[f.GetName()] = true
-		}
-		shared, err := crmetrics.Registry.Gather()
-		for _, f := range shared {
-			if !seen[f.GetName()] {
-				families = append(families, f)
-			}
-		}
-		slices.SortFunc(families, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-		return families, err
-	})
-}
-
-// serverMetrics are the collectors of one server.
+// serverMetrics are the collectors of the process: its servers share them.
 type serverMetrics struct {
+	mu                sync.Mutex
 	requests          *prometheus.CounterVec
 	duration          *prometheus.HistogramVec
 	inFlight          *prometheus.GaugeVec
@@ -76,7 +36,8 @@ type pathMetrics struct {
 
 var verdicts = []string{VerdictAllowed, VerdictDenied, VerdictError}
 
-func newServerMetrics(reg prometheus.Registerer, paths []string) *serverMetrics {
+// processMetrics registers the collectors once per process.
+var processMetrics = sync.OnceValue(func() *serverMetrics {
 	m := &serverMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: RequestsMetric,
@@ -99,22 +60,28 @@ func newServerMetrics(reg prometheus.Registerer, paths []string) *serverMetrics 
 		}),
 		byPath: map[string]*pathMetrics{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.inFlight, m.certificateExpiry)
-	for _, p := range paths {
-		pm := &pathMetrics{
-			requests: map[string]prometheus.Counter{},
-			duration: map[string]prometheus.Observer{},
-			inFlight: m.inFlight.WithLabelValues(p),
-		}
-		// Every series exists from the start, so rate() over a verdict
-		// that has not happened yet is 0 rather than absent.
-		for _, v := range verdicts {
-			pm.requests[v] = m.requests.WithLabelValues(p, v)
-			pm.duration[v] = m.duration.WithLabelValues(p, v)
-		}
-		m.byPath[p] = pm
-	}
+	crmetrics.Registry.MustRegister(m.requests, m.duration, m.inFlight, m.certificateExpiry)
 	return m
-}
+})
 
-func (m *serverMetrics) forPath(path string) *pathMetrics { return m.byPath[path] }
+// forPath resolves the series of a webhook, creating every one of them on
+// registration so that rate() over a verdict that has not happened yet is
+// 0 rather than absent.
+func (m *serverMetrics) forPath(path string) *pathMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pm, ok := m.byPath[path]; ok {
+		return pm
+	}
+	pm := &pathMetrics{
+		requests: map[string]prometheus.Counter{},
+		duration: map[string]prometheus.Observer{},
+		inFlight: m.inFlight.WithLabelValues(path),
+	}
+	for _, v := range verdicts {
+		pm.requests[v] = m.requests.WithLabelValues(path, v)
+		pm.duration[v] = m.duration.WithLabelValues(path, v)
+	}
+	m.byPath[path] = pm
+	return pm
+}

@@ -1,27 +1,27 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -90,27 +90,13 @@ func DefaultServerOptions() ServerOptions {
 
 func (o ServerOptions) withDefaults() (ServerOptions, error) {
 	d := DefaultServerOptions()
-	if o.Port == 0 {
-		o.Port = d.Port
-	}
-	if o.CertDir == "" {
-		o.CertDir = d.CertDir
-	}
-	if o.CertName == "" {
-		o.CertName = d.CertName
-	}
-	if o.KeyName == "" {
-		o.KeyName = d.KeyName
-	}
-	if o.MetricsAddress == "" {
-		o.MetricsAddress = d.MetricsAddress
-	}
-	if o.HealthAddress == "" {
-		o.HealthAddress = d.HealthAddress
-	}
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = d.ShutdownTimeout
-	}
+	o.Port = cmp.Or(o.Port, d.Port)
+	o.CertDir = cmp.Or(o.CertDir, d.CertDir)
+	o.CertName = cmp.Or(o.CertName, d.CertName)
+	o.KeyName = cmp.Or(o.KeyName, d.KeyName)
+	o.MetricsAddress = cmp.Or(o.MetricsAddress, d.MetricsAddress)
+	o.HealthAddress = cmp.Or(o.HealthAddress, d.HealthAddress)
+	o.ShutdownTimeout = cmp.Or(o.ShutdownTimeout, d.ShutdownTimeout)
 	switch {
 	case o.Port < 1 || o.Port > 65535:
 		return o, fmt.Errorf("webhook port %d is not in 1-65535", o.Port)
@@ -120,11 +106,6 @@ func (o ServerOptions) withDefaults() (ServerOptions, error) {
 	return o, nil
 }
 
-// errServerShutdown is the cause the webhook server's base context is
-// cancelled with, so that reviews can tell shutdown (drain, keep going)
-// from their client going away (stop).
-var errServerShutdown = errors.New("admission server shutting down")
-
 // errDrainTimeout cancels the reviews still running when the shutdown
 // timeout passes.
 var errDrainTimeout = errors.New("admission server shutdown timeout passed")
@@ -133,26 +114,28 @@ var errDrainTimeout = errors.New("admission server shutdown timeout passed")
 // cancelled, then stops accepting connections and lets in-flight reviews
 // finish for at most ShutdownTimeout.
 //
+// It runs them on a controller-runtime manager, which serves /healthz and
+// /readyz on the health address, /metrics on the metrics address and the
+// webhooks on the HTTPS port, and stops them in that order's reverse. The
+// manager's cache is never used: lookups go to the API server uncached,
+// through cfg, unless opts.Lookups answers them.
+//
 // The serving certificate is read from CertDir once it exists and re-read
 // on every change (controller-runtime's certwatcher): each handshake takes
 // the certificate loaded last, so a rotation needs no restart and fails no
-// request. /readyz on the health address reports ready once the
-// certificate is loaded and the TLS listener completes a handshake, and
-// not ready again once shutdown begins; /healthz reports the process alive.
+// request. /readyz reports ready once the certificate is loaded and the TLS
+// listener completes a handshake, and not ready again once shutdown begins.
 //
-// The request metrics are in a prometheus registry of this server's own,
-// served on the metrics address with the Go and process collectors, rather
-// than controller-runtime's global registry: each server counts only its
-// own reviews, and several can run in one process (tests, benchmarks).
-// The metrics address serves controller-runtime's global registry too (see
-// metricsGatherer).
-//
-// Every replica serves; there is no leader election. With no
-// opts.Lookups, lookups go to the API server uncached, through cfg.
+// The verdict metrics are in controller-runtime's registry, next to its own
+// webhook and certwatcher series. Every replica serves; there is no leader
+// election.
 func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log logr.Logger) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
+	}
+	if cfg == nil {
+		return errors.New("a rest config is required")
 	}
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
@@ -161,114 +144,65 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 	if err := schedulingv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	lookups := opts.Lookups
-	if lookups == nil {
-		if cfg == nil {
-			return errors.New("a rest config is required for the API lookups")
-		}
-		// Uncached: a webhook judging against a stale cache lets two
-		// default backends in.
-		reader, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return fmt.Errorf("create API client: %w", err)
-		}
-		lookups = APILookups{Reader: reader}
-	}
-
-	hooks := Handlers(scheme, lookups)
-	paths := make([]string, 0, len(hooks))
-	for p := range hooks {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
 	drain, drainExpired := context.WithCancelCause(context.Background())
 	defer drainExpired(nil)
-	s := &server{
-		opts:    opts,
-		log:     log,
-		metrics: newServerMetrics(registry, paths),
-		drain:   drain,
-	}
-
-	aux := newAuxServers()
-	defer aux.close()
-	if err := aux.start(opts.HealthAddress, s.healthMux()); err != nil {
-		return fmt.Errorf("health listener: %w", err)
-	}
-	if err := aux.start(opts.MetricsAddress, metricsMux(registry)); err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-
-	watcher, err := s.waitForCertificate(ctx, aux.errs)
-	if err != nil || watcher == nil {
+	s := &server{opts: opts, log: log, metrics: processMetrics(), drain: drain, shutdown: ctx}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Logger:                  log,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:  opts.HealthAddress,
+		GracefulShutdownTimeout: &opts.ShutdownTimeout,
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host: opts.BindAddress,
+			Port: opts.Port,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) {
+				c.GetCertificate = s.getCertificate
+				c.MinVersion = tls.VersionTLS12
+				if !opts.EnableHTTP2 {
+					// In place of controller-runtime's h2.
+					c.NextProtos = []string{"http/1.1"}
+				}
+			}},
+		}),
+	})
+	if err != nil {
 		return err
 	}
-	watchCtx, stopWatching := context.WithCancel(context.Background())
-	defer stopWatching()
-	go func() {
-		if err := watcher.Start(watchCtx); err != nil {
-			log.Error(err, "serving certificate watch stopped; rotations are no longer picked up")
-		}
-	}()
-
-	hookServer := crwebhook.NewServer(crwebhook.Options{
-		Host: opts.BindAddress,
-		Port: opts.Port,
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) {
-			c.GetCertificate = watcher.GetCertificate
-			c.MinVersion = tls.VersionTLS12
-			if !opts.EnableHTTP2 {
-				// In place of controller-runtime's h2.
-				c.NextProtos = []string{"http/1.1"}
-			}
-		}},
-	})
+	lookups := opts.Lookups
+	if lookups == nil {
+		// Uncached: a webhook judging against a stale cache lets two
+		// default backends in.
+		lookups = APILookups{Reader: mgr.GetAPIReader()}
+	}
+	hooks := Handlers(scheme, lookups)
+	paths := slices.Sorted(maps.Keys(hooks))
+	hookServer := mgr.GetWebhookServer()
 	for _, p := range paths {
 		hookServer.Register(p, s.instrument(p, hooks[p]))
 	}
-	started := hookServer.StartedChecker()
-	s.tlsChecker.Store(&started)
-
-	serveCtx, stopServing := context.WithCancelCause(context.Background())
-	defer stopServing(nil)
-	served := make(chan error, 1)
-	go func() { served <- hookServer.Start(serveCtx) }()
-	log.Info("serving admission webhooks", "address", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)), "paths", paths)
-
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		if err == nil {
-			err = errors.New("webhook server stopped")
-		}
-		return fmt.Errorf("webhook server: %w", err)
-	case err := <-aux.errs:
+	if err := s.addHealthChecks(mgr, hookServer.StartedChecker()); err != nil {
 		return err
 	}
-
-	s.shuttingDown.Store(true)
-	log.Info("shutting down: no new connections, draining in-flight reviews", "inFlight", s.inFlight.Load(), "timeout", opts.ShutdownTimeout.String())
-	stopServing(errServerShutdown)
-	deadline := time.NewTimer(opts.ShutdownTimeout)
-	defer deadline.Stop()
-	select {
-	case err := <-served:
-		if err != nil {
-			return fmt.Errorf("webhook server shutdown: %w", err)
-		}
-		log.Info("admission server stopped")
-		return nil
-	case <-deadline.C:
-		n := s.inFlight.Load()
-		drainExpired(errDrainTimeout)
-		return fmt.Errorf("shutdown timeout %s passed with %d reviews in flight; they were cancelled", opts.ShutdownTimeout, n)
+	if err := mgr.Add(manager.RunnableFunc(s.watchCertificate)); err != nil {
+		return err
 	}
+	context.AfterFunc(ctx, func() {
+		log.Info("shutting down: no new connections, draining in-flight reviews", "inFlight", s.inFlight.Load(), "timeout", opts.ShutdownTimeout.String())
+	})
+	log.Info("serving admission webhooks", "address", net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.Port)), "paths", paths)
+
+	err = mgr.Start(ctx)
+	n := s.inFlight.Load()
+	drainExpired(errDrainTimeout)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Errorf("shutdown timeout %s passed with %d reviews in flight; they were cancelled", opts.ShutdownTimeout, n)
+	case err != nil:
+		return fmt.Errorf("admission server: %w", err)
+	}
+	log.Info("admission server stopped")
+	return nil
 }
 
 // server is the state RunServer shares with its handlers.
@@ -278,11 +212,11 @@ type server struct {
 	metrics *serverMetrics
 	// drain is cancelled when the shutdown timeout passes.
 	drain context.Context
+	// shutdown is RunServer's context: once it is done, the server drains.
+	shutdown context.Context
 
-	certificate  atomic.Pointer[certwatcher.CertWatcher]
-	tlsChecker   atomic.Pointer[healthz.Checker]
-	shuttingDown atomic.Bool
-	inFlight     atomic.Int64
+	certificate atomic.Pointer[certwatcher.CertWatcher]
+	inFlight    atomic.Int64
 }
 
 // instrument wraps a webhook so that each review is counted, timed and
@@ -301,7 +235,7 @@ func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler
 			s.inFlight.Add(-1)
 		}()
 
-		ctx, release := reviewContext(r.Context(), s.drain)
+		ctx, release := reviewContext(r.Context(), s.shutdown, s.drain)
 		defer release()
 		rec := &reviewRecord{}
 		review.ServeHTTP(w, r.WithContext(context.WithValue(ctx, reviewRecordKey{}, rec)))
@@ -318,11 +252,11 @@ func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler
 // The webhook server cancels every request context when it shuts down;
 // a review ignores that cancellation so that it can drain, but still stops
 // when its client goes away or the drain context ends.
-func reviewContext(req, drain context.Context) (context.Context, func()) {
+func reviewContext(req, shutdown, drain context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req))
 	stopReq := context.AfterFunc(req, func() {
-		if cause := context.Cause(req); !errors.Is(cause, errServerShutdown) {
-			cancel(cause)
+		if shutdown.Err() == nil {
+			cancel(context.Cause(req))
 		}
 	})
 	stopDrain := context.AfterFunc(drain, func() { cancel(context.Cause(drain)) })
@@ -331,42 +265,4 @@ func reviewContext(req, drain context.Context) (context.Context, func()) {
 		stopDrain()
 		cancel(nil)
 	}
-}
-
-// auxServers are the plain-HTTP health and metrics servers.
-type auxServers struct {
-	servers []*http.Server
-	errs    chan error
-	wg      sync.WaitGroup
-}
-
-func newAuxServers() *auxServers { return &auxServers{errs: make(chan error, 2)} }
-
-// start listens on addr before returning, so that a taken port is an error
-// of RunServer, and serves in the background.
-func (a *auxServers) start(addr string, handler http.Handler) error {
-	if addr == DisabledAddress {
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	a.servers = append(a.servers, srv)
-	a.wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.errs <- fmt.Errorf("serve %s: %w", addr, err)
-		}
-	})
-	return nil
-}
-
-// close stops them at once: they run until the webhooks have drained, and
-// a probe or scrape cut short then does no harm.
-func (a *auxServers) close() {
-	for _, srv := range a.servers {
-		_ = srv.Close()
-	}
-	a.wg.Wait()
 }
