@@ -61,6 +61,12 @@ func NewCA(commonName string) (*CA, error) {
 // a client certificate, and a serving certificate for hosts (DNS names or IP
 // addresses) too when they are given.
 func (ca *CA) Issue(subject pkix.Name, hosts ...string) (KeyPair, error) {
+	return ca.IssueEdited(nil, subject, hosts...)
+}
+
+// IssueEdited is Issue with edit, when not nil, changing the certificate
+// before it is signed: a serial or a validity of the test's choosing.
+func (ca *CA) IssueEdited(edit func(*x509.Certificate), subject pkix.Name, hosts ...string) (KeyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return KeyPair{}, err
@@ -86,6 +92,9 @@ func (ca *CA) Issue(subject pkix.Name, hosts ...string) (KeyPair, error) {
 	}
 	if len(hosts) > 0 {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if edit != nil {
+		edit(tmpl)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
