@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -339,7 +341,7 @@ func (p *pod) environment(c corev1.Container, uid int) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("envFrom of container %s: source missing", c.Name)
 		}
-		for _, k := range sortedKeys(data) {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
 			set(ef.Prefix+k, data[k])
 		}
 	}
@@ -689,13 +691,4 @@ func (h *harness) mirrorDirs(upper, dir string) error {
 		return err
 	}
 	return os.Chown(target, uid, gid)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
