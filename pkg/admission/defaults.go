@@ -4,7 +4,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
@@ -20,47 +19,31 @@ func DefaultGlance(g *v1alpha1.Glance) {
 		s.Deployment = &v1alpha1.GlanceDeploymentSpec{}
 	}
 	d := s.Deployment
-	if d.Replicas == nil {
-		d.Replicas = ptr.To(v1alpha1.DefaultReplicas)
-	}
-	if d.TerminationGracePeriodSeconds == nil {
-		d.TerminationGracePeriodSeconds = ptr.To(v1alpha1.DefaultTerminationGracePeriodSeconds)
-	}
-	if d.PreStopSleepSeconds == nil {
-		d.PreStopSleepSeconds = ptr.To(v1alpha1.DefaultPreStopSleepSeconds)
-	}
+	setIfNil(&d.Replicas, v1alpha1.DefaultReplicas)
+	setIfNil(&d.TerminationGracePeriodSeconds, v1alpha1.DefaultTerminationGracePeriodSeconds)
+	setIfNil(&d.PreStopSleepSeconds, v1alpha1.DefaultPreStopSleepSeconds)
 	if len(d.Resources.Requests) == 0 && len(d.Resources.Limits) == 0 {
 		d.Resources.Requests = DefaultRequests()
 		d.Resources.Limits = DefaultLimits()
 	}
 
-	if s.Database.Port == 0 {
-		s.Database.Port = v1alpha1.DefaultDatabasePort
-	}
-	if s.Database.CredentialsMode == "" {
-		s.Database.CredentialsMode = v1alpha1.DefaultCredentialsMode
-	}
+	setIfZero(&s.Database.Port, v1alpha1.DefaultDatabasePort)
+	setIfZero(&s.Database.CredentialsMode, v1alpha1.DefaultCredentialsMode)
 	if s.Cache != nil && s.Cache.Backend == "" {
 		s.Cache.Backend = v1alpha1.DefaultCacheBackend
 	}
 
 	u := &s.ServiceUser
-	setIfEmpty(&u.Username, v1alpha1.DefaultServiceUsername)
-	setIfEmpty(&u.ProjectName, v1alpha1.DefaultServiceProjectName)
-	setIfEmpty(&u.UserDomainName, v1alpha1.DefaultServiceUserDomainName)
-	setIfEmpty(&u.ProjectDomainName, v1alpha1.DefaultServiceProjectDomainName)
+	setIfZero(&u.Username, v1alpha1.DefaultServiceUsername)
+	setIfZero(&u.ProjectName, v1alpha1.DefaultServiceProjectName)
+	setIfZero(&u.UserDomainName, v1alpha1.DefaultServiceUserDomainName)
+	setIfZero(&u.ProjectDomainName, v1alpha1.DefaultServiceProjectDomainName)
 
 	if s.APIServer != nil && s.APIServer.UWSGI != nil {
 		w := s.APIServer.UWSGI
-		if w.Processes == nil {
-			w.Processes = ptr.To(v1alpha1.DefaultUWSGIProcesses)
-		}
-		if w.Threads == nil {
-			w.Threads = ptr.To(v1alpha1.DefaultUWSGIThreads)
-		}
-		if w.HTTPKeepAlive == nil {
-			w.HTTPKeepAlive = ptr.To(v1alpha1.DefaultUWSGIHTTPKeepAlive)
-		}
+		setIfNil(&w.Processes, v1alpha1.DefaultUWSGIProcesses)
+		setIfNil(&w.Threads, v1alpha1.DefaultUWSGIThreads)
+		setIfNil(&w.HTTPKeepAlive, v1alpha1.DefaultUWSGIHTTPKeepAlive)
 	}
 
 	if s.Gateway != nil && s.Gateway.Path == "" {
@@ -70,47 +53,27 @@ func DefaultGlance(g *v1alpha1.Glance) {
 	if s.Logging == nil {
 		s.Logging = &v1alpha1.LoggingSpec{}
 	}
-	if s.Logging.Format == "" {
-		s.Logging.Format = v1alpha1.DefaultLogFormat
-	}
-	if s.Logging.Level == "" {
-		s.Logging.Level = v1alpha1.DefaultLogLevel
-	}
-	if s.Logging.Debug == nil {
-		s.Logging.Debug = ptr.To(v1alpha1.DefaultLogDebug)
-	}
+	setIfZero(&s.Logging.Format, v1alpha1.DefaultLogFormat)
+	setIfZero(&s.Logging.Level, v1alpha1.DefaultLogLevel)
+	setIfNil(&s.Logging.Debug, v1alpha1.DefaultLogDebug)
 
 	if s.SecretStoreRef != nil && s.SecretStoreRef.Kind == "" {
 		s.SecretStoreRef.Kind = v1alpha1.DefaultSecretStoreKind
 	}
 	for i := range s.Middleware {
-		if s.Middleware[i].Position == "" {
-			s.Middleware[i].Position = v1alpha1.DefaultMiddlewarePosition
-		}
+		setIfZero(&s.Middleware[i].Position, v1alpha1.DefaultMiddlewarePosition)
 	}
 	if s.ImageCache != nil && s.ImageCache.MaintenanceInterval == nil {
 		s.ImageCache.MaintenanceInterval = &metav1.Duration{Duration: v1alpha1.DefaultImageCacheMaintenanceInterval}
 	}
 	if p := s.DBPurge; p != nil {
-		setIfEmpty(&p.Schedule, v1alpha1.DefaultDBPurgeSchedule)
-		if p.Suspend == nil {
-			p.Suspend = ptr.To(v1alpha1.DefaultDBPurgeSuspend)
-		}
-		if p.AgeInDays == nil {
-			p.AgeInDays = ptr.To(v1alpha1.DefaultDBPurgeAgeInDays)
-		}
-		if p.MaxRows == nil {
-			p.MaxRows = ptr.To(v1alpha1.DefaultDBPurgeMaxRows)
-		}
-		if p.ActiveDeadlineSeconds == nil {
-			p.ActiveDeadlineSeconds = ptr.To(v1alpha1.DefaultDBPurgeActiveDeadlineSecs)
-		}
-		if p.SuccessfulJobsHistoryLimit == nil {
-			p.SuccessfulJobsHistoryLimit = ptr.To(v1alpha1.DefaultDBPurgeSuccessfulJobsLimit)
-		}
-		if p.FailedJobsHistoryLimit == nil {
-			p.FailedJobsHistoryLimit = ptr.To(v1alpha1.DefaultDBPurgeFailedJobsLimit)
-		}
+		setIfZero(&p.Schedule, v1alpha1.DefaultDBPurgeSchedule)
+		setIfNil(&p.Suspend, v1alpha1.DefaultDBPurgeSuspend)
+		setIfNil(&p.AgeInDays, v1alpha1.DefaultDBPurgeAgeInDays)
+		setIfNil(&p.MaxRows, v1alpha1.DefaultDBPurgeMaxRows)
+		setIfNil(&p.ActiveDeadlineSeconds, v1alpha1.DefaultDBPurgeActiveDeadlineSecs)
+		setIfNil(&p.SuccessfulJobsHistoryLimit, v1alpha1.DefaultDBPurgeSuccessfulJobsLimit)
+		setIfNil(&p.FailedJobsHistoryLimit, v1alpha1.DefaultDBPurgeFailedJobsLimit)
 	}
 }
 
@@ -137,8 +100,16 @@ func DefaultLimits() corev1.ResourceList {
 	}
 }
 
-func setIfEmpty(s *string, v string) {
-	if *s == "" {
-		*s = v
+// setIfZero and setIfNil set a field the spec leaves out to its default.
+func setIfZero[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+func setIfNil[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
 	}
 }

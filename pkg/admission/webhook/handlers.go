@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -27,68 +28,47 @@ const (
 // Handlers returns the four webhooks keyed by path.
 func Handlers(scheme *runtime.Scheme, lookups admission.Lookups) map[string]*crwebhook.Webhook {
 	return map[string]*crwebhook.Webhook{
-		MutateGlancePath:          crwebhook.WithDefaulter[*v1alpha1.Glance](scheme, glanceDefaulter{}),
-		ValidateGlancePath:        crwebhook.WithValidator[*v1alpha1.Glance](scheme, glanceValidator{lookups}),
-		MutateGlanceBackendPath:   crwebhook.WithDefaulter[*v1alpha1.GlanceBackend](scheme, backendDefaulter{}),
-		ValidateGlanceBackendPath: crwebhook.WithValidator[*v1alpha1.GlanceBackend](scheme, backendValidator{lookups}),
+		MutateGlancePath:          crwebhook.WithDefaulter(scheme, defaulter[*v1alpha1.Glance](admission.DefaultGlance)),
+		ValidateGlancePath:        crwebhook.WithValidator(scheme, validator[*v1alpha1.Glance]{glanceKind, admission.ValidateGlance, lookups}),
+		MutateGlanceBackendPath:   crwebhook.WithDefaulter(scheme, defaulter[*v1alpha1.GlanceBackend](admission.DefaultGlanceBackend)),
+		ValidateGlanceBackendPath: crwebhook.WithValidator(scheme, validator[*v1alpha1.GlanceBackend]{backendKind, admission.ValidateGlanceBackend, lookups}),
 	}
 }
 
-type glanceDefaulter struct{}
+// defaulter sets the defaults of one kind.
+type defaulter[T runtime.Object] func(T)
 
-func (glanceDefaulter) Default(_ context.Context, g *v1alpha1.Glance) error {
-	admission.DefaultGlance(g)
+func (d defaulter[T]) Default(_ context.Context, obj T) error {
+	d(obj)
 	return nil
 }
 
-type backendDefaulter struct{}
-
-func (backendDefaulter) Default(_ context.Context, b *v1alpha1.GlanceBackend) error {
-	admission.DefaultGlanceBackend(b)
-	return nil
+// validator judges one kind by its admission rules; old is nil on CREATE.
+type validator[T client.Object] struct {
+	kind     schema.GroupKind
+	validate func(ctx context.Context, old, obj T, lookups admission.Lookups) (admission.Warnings, field.ErrorList)
+	lookups  admission.Lookups
 }
 
-type glanceValidator struct{ lookups admission.Lookups }
-
-func (v glanceValidator) ValidateCreate(ctx context.Context, g *v1alpha1.Glance) (crwebhook.Warnings, error) {
-	w, errs := admission.ValidateGlance(ctx, nil, g, v.lookups)
-	return crwebhook.Warnings(w), invalid(glanceKind, g.Name, errs)
+func (v validator[T]) ValidateCreate(ctx context.Context, obj T) (crwebhook.Warnings, error) {
+	var none T
+	return v.ValidateUpdate(ctx, none, obj)
 }
 
-func (v glanceValidator) ValidateUpdate(ctx context.Context, old, g *v1alpha1.Glance) (crwebhook.Warnings, error) {
-	w, errs := admission.ValidateGlance(ctx, old, g, v.lookups)
-	return crwebhook.Warnings(w), invalid(glanceKind, g.Name, errs)
+// ValidateUpdate turns the field errors of one request into a single
+// Invalid error, which the API server passes to the client with every cause.
+func (v validator[T]) ValidateUpdate(ctx context.Context, old, obj T) (crwebhook.Warnings, error) {
+	w, errs := v.validate(ctx, old, obj, v.lookups)
+	if len(errs) == 0 {
+		return crwebhook.Warnings(w), nil
+	}
+	return crwebhook.Warnings(w), apierrors.NewInvalid(v.kind, obj.GetName(), errs)
 }
 
 // ValidateDelete allows every delete: the webhooks are not registered for
 // DELETE, so that a webhook outage never blocks deletion.
-func (glanceValidator) ValidateDelete(context.Context, *v1alpha1.Glance) (crwebhook.Warnings, error) {
+func (validator[T]) ValidateDelete(context.Context, T) (crwebhook.Warnings, error) {
 	return nil, nil
-}
-
-type backendValidator struct{ lookups admission.Lookups }
-
-func (v backendValidator) ValidateCreate(ctx context.Context, b *v1alpha1.GlanceBackend) (crwebhook.Warnings, error) {
-	w, errs := admission.ValidateGlanceBackend(ctx, nil, b, v.lookups)
-	return crwebhook.Warnings(w), invalid(backendKind, b.Name, errs)
-}
-
-func (v backendValidator) ValidateUpdate(ctx context.Context, old, b *v1alpha1.GlanceBackend) (crwebhook.Warnings, error) {
-	w, errs := admission.ValidateGlanceBackend(ctx, old, b, v.lookups)
-	return crwebhook.Warnings(w), invalid(backendKind, b.Name, errs)
-}
-
-func (backendValidator) ValidateDelete(context.Context, *v1alpha1.GlanceBackend) (crwebhook.Warnings, error) {
-	return nil, nil
-}
-
-// invalid turns the field errors of one request into a single Invalid error,
-// which the API server passes to the client with every cause.
-func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	return apierrors.NewInvalid(gk, name, errs)
 }
 
 var (
