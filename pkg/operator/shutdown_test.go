@@ -1,11 +1,9 @@
 package operator_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var (
@@ -26,7 +25,7 @@ var (
 	// managerLog is what the managers of the tests log, through the logger
 	// glance-operator uses, set up as cmd/manager sets it up. The logger is
 	// set once: controller-runtime's global logger takes only the first.
-	managerLog syncBuffer
+	managerLog operatortest.LogBuffer
 )
 
 func TestMain(m *testing.M) {
@@ -41,32 +40,6 @@ func TestMain(m *testing.M) {
 	crds := controlplane.CRDs{Glance: true, MariaDB: true, ExternalSecrets: true, GatewayAPI: true}
 	os.Exit(controlplane.RunTests(m, controlplane.APIServerOptions{CRDs: crds},
 		func(s *controlplane.APIServer) (func(), error) { srv = s; return nil, nil }))
-}
-
-// syncBuffer is a bytes.Buffer the manager's goroutines can write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Len is an offset for Since.
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
-// Since returns what was written after offset.
-func (b *syncBuffer) Since(offset int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf.Bytes()[offset:])
 }
 
 // runningManager is a manager started by startManager.

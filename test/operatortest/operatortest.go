@@ -1,7 +1,8 @@
 // Package operatortest runs the operator's manager in a test process
 // against a real API server, with a client that counts its writes and
 // stand-ins for the health probe and the EndpointSlice controller, and gives
-// each test a namespace and helpers to set the scene and wait for conditions.
+// each test a namespace (Env), or a namespace with a manager of its own
+// (Scene), and helpers to set the scene and wait for conditions.
 package operatortest
 
 import (
@@ -401,29 +402,34 @@ func (e *Env) Backend(name string, isDefault bool, secret string) *v1alpha1.Glan
 // reason, and returns it.
 func (e *Env) Condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
-	var last *metav1.Condition
-	e.Eventually(fmt.Sprintf("%s=%s/%s", typ, status, reason), func() bool {
-		g := &v1alpha1.Glance{}
-		if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-			return false
-		}
-		last = meta.FindStatusCondition(g.Status.Conditions, typ)
-		return last != nil && last.Status == status && last.Reason == reason
-	}, func() string { return fmt.Sprintf("last %s: %+v", typ, last) })
-	return *last
+	return e.waitCondition(&v1alpha1.Glance{}, "glance", "", typ, status, reason)
 }
 
 // BackendCondition waits until the GlanceBackend name reports the condition
 // with status and reason, and returns it.
 func (e *Env) BackendCondition(name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
+	return e.waitCondition(&v1alpha1.GlanceBackend{}, name, "backend "+name+" ", typ, status, reason)
+}
+
+// Conditioned is a CR with conditions: a Glance or a GlanceBackend.
+type Conditioned interface {
+	client.Object
+	GetConditions() []metav1.Condition
+}
+
+// waitCondition waits until the CR name, of empty's kind, reports the
+// condition with status and reason, and returns it; what prefixes the
+// wait's description.
+func (e *Env) waitCondition(empty Conditioned, name, what, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	e.t.Helper()
 	var last *metav1.Condition
-	e.Eventually(fmt.Sprintf("backend %s %s=%s/%s", name, typ, status, reason), func() bool {
-		b := &v1alpha1.GlanceBackend{}
-		if err := e.cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: name}, b); err != nil {
+	e.Eventually(fmt.Sprintf("%s%s=%s/%s", what, typ, status, reason), func() bool {
+		obj := empty.DeepCopyObject().(Conditioned)
+		if err := e.cl.Get(context.Background(), e.key(name), obj); err != nil {
 			return false
 		}
-		last = meta.FindStatusCondition(b.Status.Conditions, typ)
+		last = meta.FindStatusCondition(obj.GetConditions(), typ)
 		return last != nil && last.Status == status && last.Reason == reason
 	}, func() string { return fmt.Sprintf("last %s: %+v", typ, last) })
 	return *last

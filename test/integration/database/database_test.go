@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 const (
@@ -36,7 +36,7 @@ func TestFreshInstall(t *testing.T) {
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDatabase)
 	s.provision()
 
-	j := s.job("db-sync")
+	j := s.Job("glance-db-sync")
 	spec := j.Spec.Template.Spec
 	if len(spec.InitContainers) != 1 || command(spec.InitContainers[0]) != "glance-manage "+configDirs+" db sync" ||
 		len(spec.Containers) != 1 || command(spec.Containers[0]) != "glance-manage "+configDirs+" db load_metadefs" {
@@ -46,20 +46,20 @@ func TestFreshInstall(t *testing.T) {
 		t.Errorf("the db-sync Job has a TTL")
 	}
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncInProgress)
-	s.finishJob("db-sync", true)
+	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	if g := s.glanceObj(); g.Status.InstalledRelease != "2025.2" {
+	if g := s.ReadGlance(); g.Status.InstalledRelease != "2025.2" {
 		t.Errorf("installedRelease %q", g.Status.InstalledRelease)
 	}
 	s.syncRuns("succeeded", 1)
 
-	d := s.deployment(nil)
+	d := s.Deployment(nil)
 	api := d.Spec.Template.Spec.Containers[0]
 	if command(api) != eventletCommand {
 		t.Errorf("glance-api runs %q", command(api))
 	}
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
-	s.rollOut()
+	s.RollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
 	// Further passes see the same finished Job: it still counts once.
 	s.syncRuns("succeeded", 1)
@@ -73,7 +73,7 @@ func TestFreshInstall(t *testing.T) {
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &pdb); err != nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
 		t.Errorf("PDB %+v (%v)", pdb.Spec, err)
 	}
-	if g := s.glanceObj(); g.Status.Endpoint != "http://glance."+s.NS+".svc.cluster.local:9292/" {
+	if g := s.ReadGlance(); g.Status.Endpoint != "http://glance."+s.NS+".svc.cluster.local:9292/" {
 		t.Errorf("endpoint %q", g.Status.Endpoint)
 	}
 	// The backend's store is now mounted: its projection turns True.
@@ -84,47 +84,38 @@ func TestFreshInstall(t *testing.T) {
 func TestUpgradeWalksThePhases(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
+	s.upgrade()
 
-	expand := s.job("db-expand")
+	expand := s.Job("glance-db-expand")
 	if img := expand.Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2026.1") {
 		t.Errorf("the expand Job runs %s, want the new image", img)
 	}
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
-	if g := s.glanceObj(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding || g.Status.TargetRelease != "2026.1" || g.Status.InstalledRelease != "2025.2" {
+	if g := s.ReadGlance(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding || g.Status.TargetRelease != "2026.1" || g.Status.InstalledRelease != "2025.2" {
 		t.Errorf("status %+v", g.Status)
 	}
 	// The outgoing pods keep the old image while the schema expands.
-	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+	if img := s.Deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
 		t.Errorf("the Deployment moved to %s during Expanding", img)
 	}
 
-	s.finishJob("db-expand", true)
+	s.FinishJob("glance-db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
-	s.finishJob("db-migrate", true)
+	s.FinishJob("glance-db-migrate", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
 
-	d := s.deployment(func(d *appsv1.Deployment) bool {
-		return strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	})
+	d := s.rollOutRelease("2026.1")
 	cmd := command(d.Spec.Template.Spec.Containers[0])
 	if !strings.HasPrefix(cmd, "uwsgi --http :9292 --http-auto-chunked --http-chunked-input") || !strings.Contains(cmd, "--pyargv "+configDirs) {
 		t.Errorf("the 2026.1 container runs %q, want uWSGI", cmd)
 	}
-	s.rollOut()
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
-	if g := s.glanceObj(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseContracting {
+	if g := s.ReadGlance(); g.Status.UpgradePhase != v1alpha1.UpgradePhaseContracting {
 		t.Errorf("phase %q after the rollout", g.Status.UpgradePhase)
 	}
-	s.finishJob("db-contract", true)
-	// db-sync runs again with the new image, loading its metadefs.
-	s.Eventually("a db-sync Job with the new image", func() bool {
-		return strings.HasSuffix(s.job("db-sync").Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	}, nil)
-	s.finishJob("db-sync", true)
-	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	g := s.glanceObj()
+	s.FinishJob("glance-db-contract", true)
+	s.resync("2026.1")
+	g := s.ReadGlance()
 	if g.Status.InstalledRelease != "2026.1" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
 		t.Errorf("status after the upgrade %+v", g.Status)
 	}
@@ -135,24 +126,23 @@ func TestUpgradeWalksThePhases(t *testing.T) {
 func TestAbortFromMigrating(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
-	s.finishJob("db-expand", true)
+	s.upgrade()
+	s.FinishJob("glance-db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
-	migrate := s.job("db-migrate")
-	s.update(release("2025.2"))
+	migrate := s.Job("glance-db-migrate")
+	s.UpdateGlance(release("2025.2"))
 	// The abort waits for the running migrate Job: it is never cut short.
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
 	s.Eventually("the abort to wait for the running migrate Job", func() bool {
 		c = s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
 		return strings.Contains(c.Message, "aborting the upgrade to 2026.1")
 	}, nil)
-	s.sameJob("db-migrate", migrate)
-	s.finishJob("db-migrate", true)
+	s.sameJob("glance-db-migrate", migrate)
+	s.FinishJob("glance-db-migrate", true)
 	s.events("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
 	s.eventsOnce("UpgradeInitiated", "ExpandComplete", "UpgradeAborted")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	if g.Status.InstalledRelease != "2025.2" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
 		t.Errorf("status after the abort %+v", g.Status)
 	}
@@ -164,7 +154,7 @@ func TestAbortFromMigrating(t *testing.T) {
 			return apierrors.IsNotFound(err) || j.DeletionTimestamp != nil
 		}, nil)
 	}
-	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+	if img := s.Deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
 		t.Errorf("the Deployment runs %s after the abort", img)
 	}
 }
@@ -172,15 +162,14 @@ func TestAbortFromMigrating(t *testing.T) {
 func TestRetargetMidFlightIsBlocked(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
+	s.upgrade()
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
-	s.update(release("2026.2"))
+	s.UpdateGlance(release("2026.2"))
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeTargetChanged)
 	if !strings.Contains(c.Message, "set spec.openStackRelease back to 2026.1 to finish it, or to 2025.2 to abort it") {
 		t.Errorf("message %q", c.Message)
 	}
-	if g := s.glanceObj(); g.Status.TargetRelease != "2026.1" || g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding {
+	if g := s.ReadGlance(); g.Status.TargetRelease != "2026.1" || g.Status.UpgradePhase != v1alpha1.UpgradePhaseExpanding {
 		t.Errorf("status %+v", g.Status)
 	}
 }
@@ -200,17 +189,17 @@ func TestRefusedReleases(t *testing.T) {
 			s := newScene(t)
 			s.install()
 			if tc.status != nil {
-				g := s.glanceObj()
+				g := s.ReadGlance()
 				tc.status(g)
 				// Stop the manager while the status is doctored, or the next
 				// pass would put it right.
-				s.stop()
+				s.Stop()
 				if err := cl.Status().Update(context.Background(), g); err != nil {
 					t.Fatal(err)
 				}
-				s.start()
+				s.Start()
 			}
-			s.update(release(tc.rel))
+			s.UpdateGlance(release(tc.rel))
 			s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, tc.reason)
 			s.events(tc.reason)
 			var jobs batchv1.JobList
@@ -230,7 +219,7 @@ func TestImageReleaseMismatchRunsNoJob(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.install()
-	s.update(func(g *v1alpha1.Glance) { g.Spec.OpenStackRelease, g.Spec.Image.Tag = "2026.1", "2025.2-20250901" })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.OpenStackRelease, g.Spec.Image.Tag = "2026.1", "2025.2-20250901" })
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonImageReleaseMismatch)
 	if !strings.Contains(c.Message, `"2025.2-20250901" is built for 2025.2, not 2026.1`) {
 		t.Errorf("message %q", c.Message)
@@ -239,7 +228,7 @@ func TestImageReleaseMismatchRunsNoJob(t *testing.T) {
 	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-expand"}, &j); !apierrors.IsNotFound(err) {
 		t.Errorf("an expand Job exists despite the mismatch (%v)", err)
 	}
-	if g := s.glanceObj(); g.Status.UpgradePhase != "" {
+	if g := s.ReadGlance(); g.Status.UpgradePhase != "" {
 		t.Errorf("phase %q", g.Status.UpgradePhase)
 	}
 }
@@ -247,17 +236,16 @@ func TestImageReleaseMismatchRunsNoJob(t *testing.T) {
 func TestRestartResumesWithoutDuplicateJobs(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
-	expand := s.job("db-expand")
-	s.stop()
-	s.start()
+	s.upgrade()
+	expand := s.Job("glance-db-expand")
+	s.Stop()
+	s.Start()
 	// The restarted manager finds the phase in status and the Job by name.
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress)
-	if again := s.job("db-expand"); again.UID != expand.UID {
+	if again := s.Job("glance-db-expand"); again.UID != expand.UID {
 		t.Fatalf("the restarted manager re-created the expand Job")
 	}
-	s.finishJob("db-expand", true)
+	s.FinishJob("glance-db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
 	var jobs batchv1.JobList
 	if err := cl.List(context.Background(), &jobs, client.InNamespace(s.NS)); err != nil {
@@ -279,9 +267,9 @@ func TestFailedSyncRerunsAfterSpecChange(t *testing.T) {
 	s.ready(false)
 	s.Glance()
 	s.provision()
-	failed := s.finishJob("db-sync", false)
+	failed := s.FinishJob("glance-db-sync", false)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed)
-	s.update(func(g *v1alpha1.Glance) { g.Spec.Image.Tag = "2025.2-20250902" })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Image.Tag = "2025.2-20250902" })
 	s.Eventually("a new db-sync Job", func() bool {
 		var j batchv1.Job
 		err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, &j)
@@ -295,7 +283,7 @@ func TestRotationRollsThePods(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	ctx := context.Background()
-	annotations := func() map[string]string { return s.deployment(nil).Spec.Template.Annotations }
+	annotations := func() map[string]string { return s.Deployment(nil).Spec.Template.Annotations }
 	before := annotations()
 	if before["glance.c5c3.io/authtoken-hash"] == "" || before["glance.c5c3.io/db-connection-hash"] == "" {
 		t.Fatalf("pod annotations %v", before)
@@ -327,26 +315,22 @@ func TestDeletionRemovesTheDatabaseObjects(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	ctx := context.Background()
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	if !slices.Contains(g.Finalizers, "glance.openstack.c5c3.io/finalizer") {
 		t.Fatalf("finalizers %v", g.Finalizers)
 	}
 	if err := cl.Delete(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range dbKinds {
-		s.Eventually(kind+" deleted", func() bool {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind))
-			return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, u))
-		}, nil)
+	for _, gvk := range dbGVKs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		s.deleted(gvk.Kind, u)
 	}
-	s.Eventually("the Glance gone", func() bool {
-		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &v1alpha1.Glance{}))
-	}, nil)
+	s.deleted("the Glance", &v1alpha1.Glance{})
 	s.events("FinalizingDatabase", "DatabaseFinalized")
 	// The deleted Glance's series are gone.
-	if n := testutil.CollectAndCount(s.mgr.Metrics.DBSync.Total); n != 0 {
+	if n := testutil.CollectAndCount(s.Manager.Metrics.DBSync.Total); n != 0 {
 		t.Errorf("%d db-sync series left after the deletion", n)
 	}
 }
@@ -355,34 +339,31 @@ func TestBrownfieldCreatesNoMariaDBObjects(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.ready(true)
-	s.Glance(func(g *v1alpha1.Glance) {
-		g.Spec.Database.ClusterRef = nil
-		g.Spec.Database.Host = "db.example.com"
-	})
-	s.finishJob("db-sync", true)
+	s.Glance(operatortest.Brownfield)
+	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	for _, kind := range dbKinds {
+	for _, gvk := range dbGVKs {
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(mariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := cl.List(context.Background(), list, client.InNamespace(s.NS)); err != nil {
 			t.Fatal(err)
 		}
 		if len(list.Items) != 0 {
-			t.Errorf("a brownfield Glance created %d %s objects", len(list.Items), kind)
+			t.Errorf("a brownfield Glance created %d %s objects", len(list.Items), gvk.Kind)
 		}
 	}
 }
 
-// sameJob checks, for a while, that the Job of kind is still the one given
+// sameJob checks, for a while, that the Job name is still the one given
 // (same UID, not being deleted): nothing cut it short.
-func (s *scene) sameJob(kind string, want *batchv1.Job) {
+func (s *scene) sameJob(name string, want *batchv1.Job) {
 	s.t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		var j batchv1.Job
-		err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-" + kind}, &j)
+		err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: name}, &j)
 		if err != nil || j.UID != want.UID || j.DeletionTimestamp != nil {
-			s.t.Fatalf("the running %s Job was cut short: %v (UID %s, was %s; deleting %v)", kind, err, j.UID, want.UID, j.DeletionTimestamp != nil)
+			s.t.Fatalf("the running Job %s was cut short: %v (UID %s, was %s; deleting %v)", name, err, j.UID, want.UID, j.DeletionTimestamp != nil)
 		}
 		if time.Now().After(deadline) {
 			return
@@ -404,52 +385,45 @@ func TestConfigChangeNeverKillsARunningSchemaJob(t *testing.T) {
 	n := 0
 	touch := func() {
 		n++
-		s.update(func(g *v1alpha1.Glance) {
+		s.UpdateGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": fmt.Sprint(1099511627776 + n)}}
 		})
 	}
 
-	sync := s.job("db-sync")
+	sync := s.Job("glance-db-sync")
 	touch()
-	s.sameJob("db-sync", sync)
-	s.finishJob("db-sync", true)
+	s.sameJob("glance-db-sync", sync)
+	s.FinishJob("glance-db-sync", true)
 	s.Eventually("db-sync to run again with the new config", func() bool {
-		return s.job("db-sync").UID != sync.UID
+		return s.Job("glance-db-sync").UID != sync.UID
 	}, nil)
-	s.finishJob("db-sync", true)
+	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	s.rollOut()
+	s.RollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
 
-	s.update(release("2026.1"))
-	expand := s.job("db-expand")
+	s.UpdateGlance(release("2026.1"))
+	expand := s.Job("glance-db-expand")
 	touch()
-	s.sameJob("db-expand", expand)
-	s.finishJob("db-expand", true)
+	s.sameJob("glance-db-expand", expand)
+	s.FinishJob("glance-db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
 
-	migrate := s.job("db-migrate")
+	migrate := s.Job("glance-db-migrate")
 	touch()
-	s.sameJob("db-migrate", migrate)
-	s.sameJob("db-expand", expand) // succeeded for this upgrade: not run again
-	s.finishJob("db-migrate", true)
+	s.sameJob("glance-db-migrate", migrate)
+	s.sameJob("glance-db-expand", expand) // succeeded for this upgrade: not run again
+	s.FinishJob("glance-db-migrate", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
-	s.deployment(func(d *appsv1.Deployment) bool {
-		return strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	})
-	s.rollOut()
+	s.rollOutRelease("2026.1")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
 
-	contract := s.job("db-contract")
+	contract := s.Job("glance-db-contract")
 	touch()
-	s.sameJob("db-contract", contract)
-	s.finishJob("db-contract", true)
-	s.Eventually("a db-sync Job with the new image", func() bool {
-		return strings.HasSuffix(s.job("db-sync").Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	}, nil)
-	s.finishJob("db-sync", true)
-	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	if g := s.glanceObj(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
+	s.sameJob("glance-db-contract", contract)
+	s.FinishJob("glance-db-contract", true)
+	s.resync("2026.1")
+	if g := s.ReadGlance(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
 		t.Errorf("status after the upgrade %+v", g.Status)
 	}
 }

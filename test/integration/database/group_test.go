@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +30,7 @@ func TestReadyGlanceAndNoOpReconcile(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllReady)
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	for typ, reason := range allConditions {
 		found := false
 		for _, c := range g.Status.Conditions {
@@ -49,18 +48,18 @@ func TestReadyGlanceAndNoOpReconcile(t *testing.T) {
 
 	// Settle, then wake the controllers without changing anything they
 	// render: a Ready Glance costs no API write.
-	last := s.mgr.Writes.Load()
+	last := s.Manager.Writes.Load()
 	s.Eventually("the operator to settle", func() bool {
 		time.Sleep(2 * time.Second)
-		now := s.mgr.Writes.Load()
+		now := s.Manager.Writes.Load()
 		settled := now == last
 		last = now
 		return settled
 	}, nil)
-	before := s.mgr.Writes.Load()
-	s.update(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
+	before := s.Manager.Writes.Load()
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
 	time.Sleep(3 * time.Second)
-	if got := s.mgr.Writes.Load() - before; got != 0 {
+	if got := s.Manager.Writes.Load() - before; got != 0 {
 		t.Fatalf("re-reconciling a Ready Glance issued %d API writes, want 0", got)
 	}
 }
@@ -70,7 +69,7 @@ func TestHPALifecycle(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	ctx := context.Background()
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.Autoscaling = &v1alpha1.AutoscalingSpec{MaxReplicas: 6, TargetCPUUtilization: ptr.To[int32](70)}
 	})
 	s.rollOutChange()
@@ -80,24 +79,22 @@ func TestHPALifecycle(t *testing.T) {
 		t.Fatalf("HPA %+v (%v)", hpa.Spec, err)
 	}
 	// The HPA owns the replica count: the operator leaves it alone.
-	d := s.deployment(nil)
+	d := s.Deployment(nil)
 	d.Spec.Replicas = ptr.To[int32](5)
 	if err := cl.Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	s.rollOut()
-	s.update(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"nudge": "1"} })
+	s.RollOut()
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"nudge": "1"} })
 	time.Sleep(2 * time.Second)
-	if got := *s.deployment(nil).Spec.Replicas; got != 5 {
+	if got := *s.Deployment(nil).Spec.Replicas; got != 5 {
 		t.Errorf("the operator reset the HPA's replica count to %d", got)
 	}
-	s.update(func(g *v1alpha1.Glance) { g.Spec.Autoscaling = nil })
-	s.deployment(func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
-	s.rollOut()
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Autoscaling = nil })
+	s.Deployment(func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+	s.RollOut()
 	s.Condition(v1alpha1.ConditionHPAReady, metav1.ConditionTrue, v1alpha1.ReasonHPANotRequired)
-	s.Eventually("the HPA deleted", func() bool {
-		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &autoscalingv2.HorizontalPodAutoscaler{}))
-	}, nil)
+	s.deleted("the HPA", &autoscalingv2.HorizontalPodAutoscaler{})
 }
 
 func TestNetworkPolicyLifecycle(t *testing.T) {
@@ -106,7 +103,7 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 	s.install()
 	ctx := context.Background()
 	source := v1alpha1.NetworkPolicySource{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{source}}
 	})
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
@@ -121,28 +118,20 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 		t.Fatalf("ingress peers %d: %+v", n, np.Spec.Ingress)
 	}
 	// A second source updates the policy.
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.NetworkPolicy.Ingress = append(g.Spec.NetworkPolicy.Ingress, v1alpha1.NetworkPolicySource{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nova"}}})
 	})
 	s.Eventually("three ingress peers", func() bool { return peers() == 3 }, nil)
 	// Removing the block removes the policy.
-	s.update(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired)
-	s.Eventually("the NetworkPolicy deleted", func() bool {
-		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &networkingv1.NetworkPolicy{}))
-	}, nil)
+	s.deleted("the NetworkPolicy", &networkingv1.NetworkPolicy{})
 }
 
 func TestHealthCheckReportsAnUnreachableAPI(t *testing.T) {
 	t.Parallel()
-	s := newScene(t)
-	s.stop()
 	// A manager whose probes find nothing listening.
-	mgr, err := startManagerProbing(s.NS, "127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mgr = mgr
+	s := newScene(t, func(o *operator.Options) { o.DevHealthcheckAddress = "127.0.0.1:1" })
 	s.install()
 	c := s.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionFalse, v1alpha1.ReasonConnectionFailed)
 	if !strings.Contains(c.Message, "/healthcheck refused the connection") {
@@ -151,11 +140,16 @@ func TestHealthCheckReportsAnUnreachableAPI(t *testing.T) {
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
 }
 
+// purgeRuns reads the db-purge counter of the Glance with that result.
+func (s *scene) purgeRuns(result string) float64 {
+	return testutil.ToFloat64(s.Manager.Metrics.DBPurge.Total.WithLabelValues("glance", s.NS, result))
+}
+
 // purgeJob plays the CronJob controller: a run it spawned, finished.
 func (s *scene) purgeJob(name string, scheduled time.Time, succeeded bool) *batchv1.Job {
 	s.t.Helper()
 	j, done := s.startPurgeJob(name, scheduled)
-	s.finishJob(strings.TrimPrefix(name, "glance-"), succeeded)
+	s.FinishJob(name, succeeded)
 	done()
 	return j
 }
@@ -201,20 +195,17 @@ func TestPurgeRunsCountOnceInAnyOrder(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
-	total := func(result string) float64 {
-		return testutil.ToFloat64(s.mgr.Metrics.DBPurge.Total.WithLabelValues("glance", s.NS, result))
-	}
 	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
 	_, olderDone := s.startPurgeJob("glance-db-purge-older", at)
 	s.purgeJob("glance-db-purge-newer", at.Add(time.Hour), false)
-	s.Eventually("the newer failed run counted", func() bool { return total("failed") == 1 }, nil)
+	s.Eventually("the newer failed run counted", func() bool { return s.purgeRuns("failed") == 1 }, nil)
 
-	s.finishJob("db-purge-older", false)
+	s.FinishJob("glance-db-purge-older", false)
 	olderDone()
-	s.Eventually("the older failed run counted too", func() bool { return total("failed") == 2 }, nil)
+	s.Eventually("the older failed run counted too", func() bool { return s.purgeRuns("failed") == 2 }, nil)
 	time.Sleep(time.Second)
-	if total("failed") != 2 || total("succeeded") != 0 {
-		t.Errorf("purge runs counted %v failed, %v succeeded; want 2 and 0, once per Job", total("failed"), total("succeeded"))
+	if s.purgeRuns("failed") != 2 || s.purgeRuns("succeeded") != 0 {
+		t.Errorf("purge runs counted %v failed, %v succeeded; want 2 and 0, once per Job", s.purgeRuns("failed"), s.purgeRuns("succeeded"))
 	}
 	var list eventsv1.EventList
 	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
@@ -229,7 +220,7 @@ func TestPurgeRunsCountOnceInAnyOrder(t *testing.T) {
 	if announced["glance-db-purge-older"] != 1 || announced["glance-db-purge-newer"] != 1 {
 		t.Errorf("DBPurgeJobFailed events per run %v, want one for each", announced)
 	}
-	if g := s.glanceObj(); len(g.Status.DBPurgeCountedJobs) != 2 {
+	if g := s.ReadGlance(); len(g.Status.DBPurgeCountedJobs) != 2 {
 		t.Errorf("status.dbPurgeCountedJobs %v, want both runs", g.Status.DBPurgeCountedJobs)
 	}
 }
@@ -239,13 +230,10 @@ func TestDBPurgeRuns(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
-	total := func(result string) float64 {
-		return testutil.ToFloat64(s.mgr.Metrics.DBPurge.Total.WithLabelValues("glance", s.NS, result))
-	}
 
 	at := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
 	s.purgeJob("glance-db-purge-1", at, true)
-	s.Eventually("one successful purge counted", func() bool { return total("succeeded") == 1 }, nil)
+	s.Eventually("one successful purge counted", func() bool { return s.purgeRuns("succeeded") == 1 }, nil)
 
 	s.purgeJob("glance-db-purge-2", at.Add(24*time.Hour), false)
 	c := s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed)
@@ -253,19 +241,19 @@ func TestDBPurgeRuns(t *testing.T) {
 		t.Errorf("message %q", c.Message)
 	}
 	s.events(v1alpha1.ReasonDBPurgeJobFailed)
-	s.Eventually("one failed purge counted", func() bool { return total("failed") == 1 }, nil)
+	s.Eventually("one failed purge counted", func() bool { return s.purgeRuns("failed") == 1 }, nil)
 
 	// A newer success flips it back, however long the old failure stays in
 	// the history.
 	s.purgeJob("glance-db-purge-3", at.Add(48*time.Hour), true)
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
-	s.Eventually("two successful purges counted", func() bool { return total("succeeded") == 2 }, nil)
+	s.Eventually("two successful purges counted", func() bool { return s.purgeRuns("succeeded") == 2 }, nil)
 	time.Sleep(time.Second)
-	if total("succeeded") != 2 || total("failed") != 1 {
-		t.Errorf("purge runs counted %v succeeded, %v failed; want 2 and 1, once per Job", total("succeeded"), total("failed"))
+	if s.purgeRuns("succeeded") != 2 || s.purgeRuns("failed") != 1 {
+		t.Errorf("purge runs counted %v succeeded, %v failed; want 2 and 1, once per Job", s.purgeRuns("succeeded"), s.purgeRuns("failed"))
 	}
 
-	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
 	var cj batchv1.CronJob
 	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-purge"}, &cj); err != nil || cj.Spec.Suspend == nil || !*cj.Spec.Suspend {
@@ -285,7 +273,7 @@ func TestSuspendedPurgeAfterAFailure(t *testing.T) {
 	s.purgeJob("glance-db-purge-1", time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), false)
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeJobFailed)
 
-	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
 	s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
 }
 
@@ -323,7 +311,7 @@ func TestNetworkPolicyKeepsTheMountedStores(t *testing.T) {
 	}
 	s.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
 	// Passes after the invalid projection still admit the mounted store.
-	s.update(func(g *v1alpha1.Glance) { g.Spec.Region = "RegionTwo" })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Region = "RegionTwo" })
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
 	if !s3Egress() {
 		t.Error("the NetworkPolicy lost the S3 egress of the store the pods still mount")
@@ -337,10 +325,7 @@ func TestWaitingForBackendsReachesDeploymentReady(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.Credentials("pw")
-	s.Glance(func(g *v1alpha1.Glance) {
-		g.Spec.Database.ClusterRef = nil
-		g.Spec.Database.Host = "db.example.com"
-	})
+	s.Glance(operatortest.Brownfield)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBackends)
 }
@@ -349,23 +334,14 @@ func TestWaitingForBackendsReachesDeploymentReady(t *testing.T) {
 // publishes the Service's name in it.
 func TestClusterDomain(t *testing.T) {
 	t.Parallel()
-	s := newScene(t)
-	s.stop()
-	mgr, err := operatortest.StartManager(cfg, operator.Options{
-		WatchNamespaces: []string{s.NS}, OperatorNamespace: "glance-system",
-		DevHealthcheckAddress: strings.TrimPrefix(healthy.URL, "http://"), ClusterDomain: "region-two.internal",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.mgr = mgr
+	s := newScene(t, func(o *operator.Options) { o.ClusterDomain = "region-two.internal" })
 	s.install()
 	name := "glance." + s.NS + ".svc.region-two.internal:9292"
 	c := s.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy)
 	if !strings.Contains(c.Message, "http://"+name+"/healthcheck") {
 		t.Errorf("GlanceAPIReady %q does not name the probe in the cluster domain", c.Message)
 	}
-	if got := s.glanceObj().Status.Endpoint; got != "http://"+name+"/" {
+	if got := s.ReadGlance().Status.Endpoint; got != "http://"+name+"/" {
 		t.Errorf("status.endpoint = %q, want http://%s/", got, name)
 	}
 }

@@ -19,11 +19,11 @@ func TestOversizedConfigMapIsAConfigError(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.install()
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"padding": strings.Repeat("x", 1100*1024)}}
 	})
 	c := s.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
-	if !strings.Contains(c.Message, "Too long") || c.ObservedGeneration != s.glanceObj().Generation {
+	if !strings.Contains(c.Message, "Too long") || c.ObservedGeneration != s.ReadGlance().Generation {
 		t.Errorf("SecretsReady %q at generation %d, want the API server's Too long at the current generation", c.Message, c.ObservedGeneration)
 	}
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
@@ -33,7 +33,7 @@ func TestRefusedResourcesReachTheConditions(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.install()
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")},
 		}}
@@ -52,12 +52,12 @@ func TestRefusedPurgeScheduleLeavesDBPurgeReadyAlone(t *testing.T) {
 	s := newScene(t)
 	s.install()
 	before := s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
-	s.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "not a schedule"} })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "not a schedule"} })
 	c := s.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
 	if !strings.Contains(c.Message, "spec.dbPurge.schedule") {
 		t.Errorf("SecretsReady %q, want it to name spec.dbPurge.schedule", c.Message)
 	}
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	for _, cond := range g.Status.Conditions {
 		if cond.Type == v1alpha1.ConditionDBPurgeReady && cond.ObservedGeneration != before.ObservedGeneration {
 			t.Errorf("DBPurgeReady observedGeneration %d, want the %d it was judged at", cond.ObservedGeneration, before.ObservedGeneration)

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,7 +29,7 @@ var reconcileTrace = operatortest.RecordReconciles()
 // mounts.
 func (s *scene) mountedChildren() (configMap, backends string) {
 	s.t.Helper()
-	for _, v := range s.deployment(nil).Spec.Template.Spec.Volumes {
+	for _, v := range s.Deployment(nil).Spec.Template.Spec.Volumes {
 		switch {
 		case v.Name == render.VolumeConfig && v.ConfigMap != nil:
 			configMap = v.ConfigMap.Name
@@ -114,7 +113,7 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 	configs, secrets := []string{c0}, []string{b0}
 	const changes = 5
 	for i := 1; i <= changes; i++ {
-		s.update(func(g *v1alpha1.Glance) {
+		s.UpdateGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": fmt.Sprint(1099511627776 + i)}}
 		})
 		s.updateBackendSpec("primary", func(b *v1alpha1.GlanceBackend) { b.Spec.S3.Bucket = fmt.Sprintf("images-%d", i) })
@@ -138,12 +137,12 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 
 	// db-sync finishes, runs again with the current inputs, and the
 	// Deployment rolls to them: the live one is the current one.
-	running := s.job("db-sync")
-	s.finishJob("db-sync", true)
-	s.Eventually("db-sync to run again with the current config", func() bool { return s.job("db-sync").UID != running.UID }, nil)
-	s.finishJob("db-sync", true)
+	running := s.Job("glance-db-sync")
+	s.FinishJob("glance-db-sync", true)
+	s.Eventually("db-sync to run again with the current config", func() bool { return s.Job("glance-db-sync").UID != running.UID }, nil)
+	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	s.deployment(func(d *appsv1.Deployment) bool {
+	s.Deployment(func(d *appsv1.Deployment) bool {
 		for _, v := range d.Spec.Template.Spec.Volumes {
 			if v.Name == render.VolumeConfig && v.ConfigMap != nil && v.ConfigMap.Name == configs[changes] {
 				return true
@@ -151,36 +150,13 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 		}
 		return false
 	})
-	s.rollOut()
+	s.RollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
 	if c, b := s.mountedChildren(); c != configs[changes] || b != secrets[changes] {
 		t.Fatalf("the Deployment mounts %s / %s, want the current %s / %s", c, b, configs[changes], secrets[changes])
 	}
 	s.childrenExactly(&corev1.ConfigMapList{}, "config", configs[2:], "the current (and live) one and the 3 newest before it")
 	s.childrenExactly(&corev1.SecretList{}, "backends", secrets[2:], "the current (and live) one and the 3 newest before it")
-}
-
-// setMariaDBReady writes the MariaDB's Ready condition, as the mariadb-operator
-// would.
-func (s *scene) setMariaDBReady(ready bool, message string) {
-	s.t.Helper()
-	ctx := context.Background()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(mariaDBGVK)
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "mariadb"}, u); err != nil {
-		s.t.Fatal(err)
-	}
-	status, reason := "True", "Ready"
-	if !ready {
-		status, reason = "False", "GaleraNotReady"
-	}
-	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
-		"type": "Ready", "status": status, "reason": reason, "message": message,
-		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-	}}}
-	if err := cl.Status().Update(ctx, u); err != nil {
-		s.t.Fatal(err)
-	}
 }
 
 // awaitQuiet waits until the Glance has had no reconcile for a second and
@@ -249,7 +225,7 @@ func TestMariaDBOutageReflectsThroughTheWatch(t *testing.T) {
 
 	last := s.awaitQuiet(key)
 	at := time.Now()
-	s.setMariaDBReady(false, "Galera cluster lost quorum")
+	s.SetNotReady(render.MariaDBGVK, "mariadb", "GaleraNotReady", "Galera cluster lost quorum")
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonClusterNotReady)
 	if want := `MariaDB "mariadb" is not Ready: GaleraNotReady: Galera cluster lost quorum`; c.Message != want {
 		t.Errorf("message %q, want %q", c.Message, want)
@@ -259,7 +235,7 @@ func TestMariaDBOutageReflectsThroughTheWatch(t *testing.T) {
 
 	last = s.awaitQuiet(key)
 	at = time.Now()
-	s.setMariaDBReady(true, "Running")
+	s.SetReady(render.MariaDBGVK, "mariadb")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 	s.checkWokenByEvent(key, last, at)
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllReady)
@@ -278,13 +254,7 @@ func TestWaitingForBackendsHoldsSchemaAndDeployment(t *testing.T) {
 	s.Credentials("pw")
 	s3 := s.Secret("s3", map[string]string{"access-key-id": "ak"})
 	s.Backend("primary", true, "s3")
-	mdb := &unstructured.Unstructured{}
-	mdb.SetGroupVersionKind(mariaDBGVK)
-	mdb.SetNamespace(s.NS)
-	mdb.SetName("mariadb")
-	mdb.Object["spec"] = map[string]any{"replicas": int64(1)}
-	s.Create(mdb)
-	s.setReady(mariaDBGVK, "mariadb")
+	s.MariaDB(true)
 	s.Glance()
 	s.provision()
 
@@ -329,10 +299,10 @@ func TestWaitingForBackendsHoldsSchemaAndDeployment(t *testing.T) {
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Deployment exists before the schema is synced (%v)", err)
 	}
-	s.finishJob("db-sync", true)
+	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
-	s.rollOut()
+	s.RollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
 }
 
@@ -360,7 +330,7 @@ func TestGatewayAPINotInstalled(t *testing.T) {
 		t.Errorf("Ready message %q does not name HTTPRouteReady", r.Message)
 	}
 
-	s.update(func(g *v1alpha1.Glance) { g.Spec.Gateway = nil })
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Gateway = nil })
 	s.Condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionTrue, v1alpha1.ReasonHTTPRouteNotRequired)
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllReady)
 }
@@ -372,23 +342,22 @@ func TestGatewayAPINotInstalled(t *testing.T) {
 func TestMigrateFailed(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
-	s.finishJob("db-expand", true)
+	s.upgrade()
+	s.FinishJob("glance-db-expand", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
-	failed := s.finishJob("db-migrate", false)
+	failed := s.FinishJob("glance-db-migrate", false)
 
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateFailed)
 	if !strings.Contains(c.Message, "db-migrate Job failed") || !strings.Contains(c.Message, "set spec.openStackRelease back to 2025.2 to abort") {
 		t.Errorf("MigrateFailed message %q", c.Message)
 	}
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	if g.Status.UpgradePhase != v1alpha1.UpgradePhaseMigrating || g.Status.TargetRelease != "2026.1" || g.Status.InstalledRelease != "2025.2" {
 		t.Errorf("status during the failed migrate: installed %q, target %q, phase %q", g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase)
 	}
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
-	s.sameJob("db-migrate", failed)
-	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+	s.sameJob("glance-db-migrate", failed)
+	if img := s.Deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
 		t.Errorf("the Deployment moved to %s after the migrate failed", img)
 	}
 	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-contract"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
@@ -396,12 +365,12 @@ func TestMigrateFailed(t *testing.T) {
 	}
 
 	// A new pod template (here: the config) runs the phase Job again.
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1099511627777"}}
 	})
-	s.Eventually("a new db-migrate Job", func() bool { return s.job("db-migrate").UID != failed.UID }, nil)
+	s.Eventually("a new db-migrate Job", func() bool { return s.Job("glance-db-migrate").UID != failed.UID }, nil)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonMigrateInProgress)
-	s.finishJob("db-migrate", true)
+	s.FinishJob("glance-db-migrate", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
 }
 
@@ -411,49 +380,41 @@ func TestMigrateFailed(t *testing.T) {
 func TestContractFailed(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.install()
-	s.update(release("2026.1"))
-	s.finishJob("db-expand", true)
-	s.finishJob("db-migrate", true)
+	s.upgrade()
+	s.FinishJob("glance-db-expand", true)
+	s.FinishJob("glance-db-migrate", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonUpgradeRollingUpdate)
-	s.deployment(func(d *appsv1.Deployment) bool {
-		return strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	})
-	s.rollOut()
+	s.rollOutRelease("2026.1")
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
-	failed := s.finishJob("db-contract", false)
+	failed := s.FinishJob("glance-db-contract", false)
 
 	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractFailed)
 	if !strings.Contains(c.Message, "db-contract Job failed") {
 		t.Errorf("ContractFailed message %q", c.Message)
 	}
-	g := s.glanceObj()
+	g := s.ReadGlance()
 	if g.Status.UpgradePhase != v1alpha1.UpgradePhaseContracting || g.Status.TargetRelease != "2026.1" || g.Status.InstalledRelease != "2025.2" {
 		t.Errorf("status during the failed contract: installed %q, target %q, phase %q", g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase)
 	}
 	s.Condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady)
 	// The new pods keep serving the expanded schema.
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
-	if img := s.deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2026.1") {
+	if img := s.Deployment(nil).Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2026.1") {
 		t.Errorf("the Deployment runs %s after the contract failed", img)
 	}
-	s.sameJob("db-contract", failed)
-	if img := s.job("db-sync").Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
+	s.sameJob("glance-db-contract", failed)
+	if img := s.Job("glance-db-sync").Spec.Template.Spec.Containers[0].Image; !strings.HasSuffix(img, ":2025.2") {
 		t.Errorf("db-sync ran with %s before the contract completed", img)
 	}
 
-	s.update(func(g *v1alpha1.Glance) {
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1099511627777"}}
 	})
-	s.Eventually("a new db-contract Job", func() bool { return s.job("db-contract").UID != failed.UID }, nil)
+	s.Eventually("a new db-contract Job", func() bool { return s.Job("glance-db-contract").UID != failed.UID }, nil)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
-	s.finishJob("db-contract", true)
-	s.Eventually("a db-sync Job with the new image", func() bool {
-		return strings.HasSuffix(s.job("db-sync").Spec.Template.Spec.Containers[0].Image, ":2026.1")
-	}, nil)
-	s.finishJob("db-sync", true)
-	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	if g := s.glanceObj(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
+	s.FinishJob("glance-db-contract", true)
+	s.resync("2026.1")
+	if g := s.ReadGlance(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
 		t.Errorf("status after the contract completed: installed %q, phase %q", g.Status.InstalledRelease, g.Status.UpgradePhase)
 	}
 }

@@ -26,7 +26,7 @@ func TestRefusedReleaseRendersNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Credentials("pw")
-	e.Backend("alpha", true, e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"}).Name)
+	e.DefaultBackend("alpha")
 	e.Glance(func(g *v1alpha1.Glance) { g.Spec.OpenStackRelease = "2009.1" })
 	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
 	if !strings.Contains(c.Message, "spec.openStackRelease") || !strings.Contains(c.Message, "older than 2010.1") {
@@ -44,11 +44,7 @@ func TestRefusedReleaseRendersNothing(t *testing.T) {
 			t.Errorf("a refused spec rendered %d objects: %T", n, list)
 		}
 	}
-	g := &v1alpha1.Glance{}
-	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-		t.Fatal(err)
-	}
-	if len(g.Finalizers) != 0 {
+	if g := e.ReadGlance(); len(g.Finalizers) != 0 {
 		t.Errorf("a refused Glance that never rendered holds finalizers %v", g.Finalizers)
 	}
 }
@@ -56,9 +52,8 @@ func TestRefusedReleaseRendersNothing(t *testing.T) {
 func TestRefusedConfigKeepsTheLastGoodOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := context.Background()
 	e.Credentials("pw")
-	e.Backend("alpha", true, e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"}).Name)
+	e.DefaultBackend("alpha")
 	e.Glance()
 	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
 	configs := e.Names(&corev1.ConfigMapList{}, "config")
@@ -66,14 +61,9 @@ func TestRefusedConfigKeepsTheLastGoodOne(t *testing.T) {
 		t.Fatalf("config ConfigMaps %v, want one", configs)
 	}
 
-	g := &v1alpha1.Glance{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-		t.Fatal(err)
-	}
-	g.Spec.ExtraConfig = map[string]map[string]string{"oslo_policy": {"policy_default_rule": "admin\u202e"}}
-	if err := cl.Update(ctx, g); err != nil {
-		t.Fatal(err)
-	}
+	e.UpdateGlance(func(g *v1alpha1.Glance) {
+		g.Spec.ExtraConfig = map[string]map[string]string{"oslo_policy": {"policy_default_rule": "admin\u202e"}}
+	})
 	c := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
 	if !strings.Contains(c.Message, "spec.extraConfig[oslo_policy][policy_default_rule]") || !strings.Contains(c.Message, "U+202E") {
 		t.Errorf("SecretsReady message %q, want the entry and the character", c.Message)
@@ -88,9 +78,8 @@ func TestRefusedBackendIsSkipped(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.Credentials("pw")
-	secret := e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"}).Name
-	e.Backend("alpha", true, secret)
-	beta := fixtures.NewBackend(e.NS, "beta", "glance", false, secret)
+	e.DefaultBackend("alpha")
+	beta := fixtures.NewBackend(e.NS, "beta", "glance", false, "s3")
 	beta.Spec.ExtraOptions = map[string]v1alpha1.OptionValue{"s3_store_host": "http://elsewhere"}
 	e.Create(beta)
 	e.Glance()

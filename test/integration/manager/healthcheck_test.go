@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -61,66 +58,10 @@ func answerOK(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("O
 // rollOut takes a brownfield Glance to DeploymentReady: the db-sync Job
 // succeeds and every replica of the Deployment is available.
 func (e *healthScene) rollOut() {
-	t := e.t
-	t.Helper()
-	ctx := context.Background()
-	e.Credentials("pw")
-	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.Backend("primary", true, "s3")
-	e.Glance(func(g *v1alpha1.Glance) {
-		g.Spec.Database.ClusterRef = nil
-		g.Spec.Database.Host = "db.example.com"
-	})
-
-	j := &batchv1.Job{}
-	e.Eventually("Job glance-db-sync", func() bool {
-		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-sync"}, j) == nil
-	}, nil)
-	now := metav1.Now()
-	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
-	j.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	if err := cl.Status().Update(ctx, j); err != nil {
-		t.Fatal(err)
-	}
-	e.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-
-	d := &appsv1.Deployment{}
-	e.Eventually("the Deployment", func() bool {
-		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, d) == nil
-	}, nil)
-	n := ptr.Deref(d.Spec.Replicas, 1)
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}},
-	}
-	if err := cl.Status().Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	e.t.Helper()
+	e.InstallBrownfield()
+	e.RollOut()
 	e.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
-}
-
-// update changes the scene's Glance, retrying on conflicts.
-func (e *healthScene) update(mutate func(*v1alpha1.Glance)) {
-	t := e.t
-	t.Helper()
-	for range 10 {
-		g := &v1alpha1.Glance{}
-		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-			t.Fatal(err)
-		}
-		mutate(g)
-		err := cl.Update(context.Background(), g)
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("too many conflicts updating the Glance")
 }
 
 func TestHealthCheckAPIHealthy(t *testing.T) {
@@ -281,7 +222,7 @@ func TestHealthCheckProbeTTL(t *testing.T) {
 		t.Errorf("%d probes to the first APIHealthy, want 1", probes)
 	}
 
-	e.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
+	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)} })
 	e.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeSuspended)
 	e.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy)
 	if n := mgr.Prober.Probes(e.url()); n != probes {
@@ -289,7 +230,7 @@ func TestHealthCheckProbeTTL(t *testing.T) {
 	}
 
 	mgr.Clock.Advance(glance.ProbeTTL)
-	e.update(func(g *v1alpha1.Glance) { g.Spec.DBPurge.Suspend = ptr.To(false) })
+	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.DBPurge.Suspend = ptr.To(false) })
 	e.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
 	e.Condition(v1alpha1.ConditionGlanceAPIReady, metav1.ConditionTrue, v1alpha1.ReasonAPIHealthy)
 	if n := mgr.Prober.Probes(e.url()); n != probes+1 {

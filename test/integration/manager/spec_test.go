@@ -14,33 +14,11 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/fixtures"
-	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // stepErrors reads the reconcile error counter of a step.
 func stepErrors(step string) float64 {
 	return testutil.ToFloat64(mgr.Metrics.Reconcile.Errors.WithLabelValues(step, v1alpha1.ConditionSecretsReady))
-}
-
-// updateGlance changes the Glance's spec, retrying on conflicts.
-func updateGlance(t *testing.T, e *operatortest.Env, mutate func(*v1alpha1.Glance)) {
-	t.Helper()
-	ctx := context.Background()
-	for range 10 {
-		g := &v1alpha1.Glance{}
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-			t.Fatal(err)
-		}
-		mutate(g)
-		err := cl.Update(ctx, g)
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("too many conflicts updating the Glance")
 }
 
 // TestConfigError: a spec the Config or DBConnectionSecret step cannot
@@ -56,8 +34,7 @@ func TestConfigError(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		e.Credentials("pw")
-		e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-		e.Backend("alpha", true, "s3")
+		e.DefaultBackend("alpha")
 		before := stepErrors("Config")
 		e.Glance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1\n[database]\nconnection = sqlite://"}}
@@ -73,7 +50,7 @@ func TestConfigError(t *testing.T) {
 		e.Eventually("a Config step error counted", func() bool { return stepErrors("Config") > before }, nil)
 
 		// A valid spec renders.
-		updateGlance(t, e, func(g *v1alpha1.Glance) {
+		e.UpdateGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "1099511627776"}}
 		})
 		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
@@ -85,7 +62,7 @@ func TestConfigError(t *testing.T) {
 
 		// Invalid again: ConfigError, and the last good ConfigMap is all
 		// there is.
-		updateGlance(t, e, func(g *v1alpha1.Glance) {
+		e.UpdateGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": "2\r\n"}}
 		})
 		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
@@ -112,7 +89,7 @@ func TestConfigError(t *testing.T) {
 		}
 		e.Eventually("a DBConnectionSecret step error counted", func() bool { return stepErrors("DBConnectionSecret") > before }, nil)
 
-		updateGlance(t, e, func(g *v1alpha1.Glance) { g.Spec.Database.Host = "db.example.com" })
+		e.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Database.Host = "db.example.com" })
 		e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
 	})
 
@@ -121,8 +98,7 @@ func TestConfigError(t *testing.T) {
 		e := newEnv(t)
 		ctx := context.Background()
 		e.Credentials("pw")
-		e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-		e.Backend("alpha", true, "s3")
+		e.DefaultBackend("alpha")
 		e.Glance(func(g *v1alpha1.Glance) {
 			g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "glance-policy"}}
 		})

@@ -1,14 +1,12 @@
 package manager
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -49,10 +47,8 @@ func label(m *dto.Metric, name string) string {
 // alone (not parallel), so every write counted is this test's.
 func TestNoOpReconcileWritesNothing(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
 	e.Credentials("pw")
-	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
-	e.Backend("alpha", true, "s3")
+	e.DefaultBackend("alpha")
 	e.Glance()
 	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
 	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
@@ -70,16 +66,9 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 
 	glances, backends := reconciles(t, "glance"), reconciles(t, "glancebackend")
 	before := mgr.Writes.Load()
-	g := &v1alpha1.Glance{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance"}, g); err != nil {
-		t.Fatal(err)
-	}
 	// A label change wakes both controllers (the backend controller watches
 	// its parent) without changing anything they render.
-	g.Labels = map[string]string{"touched": "yes"}
-	if err := cl.Update(ctx, g); err != nil {
-		t.Fatal(err)
-	}
+	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
 	e.Eventually("both controllers to reconcile again", func() bool {
 		return reconciles(t, "glance") > glances && reconciles(t, "glancebackend") > backends
 	}, nil)

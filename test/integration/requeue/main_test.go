@@ -9,8 +9,6 @@
 package requeue
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -25,15 +23,6 @@ var (
 	cfg        *rest.Config
 	cl         client.Client
 	reconciles = operatortest.RecordReconciles()
-	// healthy stands in for glance-api's /healthcheck: the managers run
-	// outside any cluster network, so their probes go here.
-	healthy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthcheck" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte("OK"))
-	}))
 )
 
 func TestMain(m *testing.M) {

@@ -140,30 +140,7 @@ func (s *glanceScene) world() {
 	if err := mgmtClient.Create(s.t.Context(), b); err != nil {
 		s.t.Fatal(err)
 	}
-	mdb := &unstructured.Unstructured{}
-	mdb.SetGroupVersionKind(render.MariaDBGVK)
-	mdb.SetNamespace(s.NS)
-	mdb.SetName("mariadb")
-	mdb.Object["spec"] = map[string]any{"replicas": int64(1)}
-	s.Create(mdb)
-	s.setReady(render.MariaDBGVK, "mariadb")
-}
-
-// setReady writes a Ready condition on the target, as the object's operator
-// would.
-func (s *glanceScene) setReady(gvk schema.GroupVersionKind, name string) {
-	s.t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	if err := s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: name}, u); err != nil {
-		s.t.Fatal(err)
-	}
-	u.Object["status"] = map[string]any{"conditions": []any{map[string]any{
-		"type": "Ready", "status": "True", "reason": "Ready", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z",
-	}}}
-	if err := s.remote.client.Status().Update(s.t.Context(), u); err != nil {
-		s.t.Fatal(err)
-	}
+	s.MariaDB(true)
 }
 
 // ownerLabels select the Glance's children on the target.
@@ -177,35 +154,15 @@ func (s *glanceScene) ownerLabels() client.MatchingLabels {
 // and Grant, carrying the owner labels, turn Ready.
 func (s *glanceScene) provision() {
 	s.t.Helper()
-	for _, kind := range []string{"Database", "User", "Grant"} {
-		gvk := render.MariaDBGVK.GroupVersion().WithKind(kind)
-		s.Eventually(kind+" glance on the target", func() bool {
+	for _, gvk := range []schema.GroupVersionKind{render.DatabaseGVK, render.UserGVK, render.GrantGVK} {
+		s.Eventually(gvk.Kind+" glance on the target", func() bool {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
 			err := s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, u)
 			_, owned := targetcluster.OwnerOf(u.GetLabels(), "Glance")
 			return err == nil && owned
 		}, nil)
-		s.setReady(gvk, "glance")
-	}
-}
-
-// finishDBSync plays the Job controller on the target.
-func (s *glanceScene) finishDBSync() {
-	s.t.Helper()
-	j := &batchv1.Job{}
-	s.Eventually("Job glance-db-sync on the target", func() bool {
-		return s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-sync"}, j) == nil
-	}, nil)
-	now := metav1.Now()
-	start := metav1.NewTime(now.Add(-time.Minute))
-	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &start, &now, 1
-	j.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	if err := s.remote.client.Status().Update(s.t.Context(), j); err != nil {
-		s.t.Fatal(err)
+		s.SetReady(gvk, "glance")
 	}
 }
 
@@ -217,7 +174,7 @@ func (s *glanceScene) condition(typ string, status metav1.ConditionStatus, reaso
 
 // waitCondition waits for a condition of the CR name on the management
 // cluster, read into obj.
-func (s *glanceScene) waitCondition(obj conditioned, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
+func (s *glanceScene) waitCondition(obj operatortest.Conditioned, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) metav1.Condition {
 	s.t.Helper()
 	var last *metav1.Condition
 	operatortest.Eventually(s.t, fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), func() error {
@@ -232,22 +189,6 @@ func (s *glanceScene) waitCondition(obj conditioned, name, typ string, status me
 	return *last
 }
 
-// conditioned is a CR with conditions: a Glance or a GlanceBackend.
-type conditioned interface {
-	client.Object
-	GetConditions() []metav1.Condition
-}
-
-// deployment waits for the Glance's Deployment on the target.
-func (s *glanceScene) deployment() *appsv1.Deployment {
-	s.t.Helper()
-	d := &appsv1.Deployment{}
-	s.Eventually("Deployment glance on the target", func() bool {
-		return s.remote.client.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, d) == nil && d.DeletionTimestamp == nil
-	}, nil)
-	return d
-}
-
 // running brings the Glance up to its Deployment on the target.
 func (s *glanceScene) running() *appsv1.Deployment {
 	s.t.Helper()
@@ -255,9 +196,9 @@ func (s *glanceScene) running() *appsv1.Deployment {
 	s.glance()
 	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
 	s.provision()
-	s.finishDBSync()
+	s.FinishJob("glance-db-sync", true)
 	s.condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced, 30*time.Second)
-	return s.deployment()
+	return s.Deployment(nil)
 }
 
 // childKinds are the kinds of the children a running Glance has.
@@ -281,22 +222,10 @@ func count(t *testing.T, cl client.Client, list client.ObjectList, opts ...clien
 	return meta.LenList(list)
 }
 
-// rollOut plays the Deployment controller on the target: every replica up
-// to date and ready.
-func (s *glanceScene) rollOut(d *appsv1.Deployment) {
-	s.t.Helper()
-	n := ptr.Deref(d.Spec.Replicas, 1)
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-	}
-	if err := s.remote.client.Status().Update(s.t.Context(), d); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
 func TestGlanceRegister(t *testing.T) {
 	s := newGlanceScene(t)
-	s.rollOut(s.running())
+	s.running()
+	s.RollOut()
 	// The parallel group, the db-purge CronJob among it, runs once the
 	// Deployment has rolled out.
 	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
@@ -311,7 +240,7 @@ func TestGlanceRegister(t *testing.T) {
 			t.Errorf("%d %s children of the Glance on the management cluster, want none", n, k.kind)
 		}
 	}
-	d := s.deployment()
+	d := s.Deployment(nil)
 	if len(d.OwnerReferences) != 0 {
 		t.Errorf("the target's Deployment has owner references %v; they cannot point across clusters", d.OwnerReferences)
 	}
@@ -341,7 +270,7 @@ func TestGlanceRestore(t *testing.T) {
 
 	deleteAndWaitRecreated(t, d, &appsv1.Deployment{})
 
-	d = s.deployment()
+	d = s.Deployment(nil)
 	want := ptr.Deref(d.Spec.Replicas, 1)
 	d.Spec.Replicas = ptr.To(want + 5)
 	if err := target.client.Update(t.Context(), d); err != nil {
@@ -519,7 +448,8 @@ func TestGlanceGatewayAPIOnTheTargetOnly(t *testing.T) {
 		t.Fatal("the management API server serves the Gateway API; this story needs it absent there")
 	}
 	s := newGlanceScene(t)
-	s.rollOut(s.running())
+	s.running()
+	s.RollOut()
 	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
 	s.setGateway()
 	// No Gateway controller runs on the target: the route waits for
@@ -580,7 +510,8 @@ func TestGlanceCapabilityProbeFailed(t *testing.T) {
 		}
 	})
 	s := newGlanceSceneOn(t, bare)
-	s.rollOut(s.running())
+	s.running()
+	s.RollOut()
 	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
 	s.setGateway()
 	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)

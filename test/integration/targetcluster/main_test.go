@@ -6,11 +6,9 @@
 package targetcluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var (
@@ -31,7 +30,7 @@ var (
 	target     *targetServer
 	// logs collects everything the registries and client-go log, so tests
 	// can check that no kubeconfig contents reach a log.
-	logs = &syncBuffer{}
+	logs = &operatortest.LogBuffer{}
 )
 
 func TestMain(m *testing.M) {
@@ -148,22 +147,4 @@ func (s *targetServer) startAPIServer() error { return s.env.ControlPlane.APISer
 
 func (s *targetServer) stop() error {
 	return errors.Join(s.env.Stop(), os.RemoveAll(s.certDir))
-}
-
-// syncBuffer is a bytes.Buffer the loggers of many goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
