@@ -132,6 +132,7 @@ func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error)
 	}, nil
 }
 
+// apiObjectMeta names a glance-api child after the Glance, with the API labels.
 func apiObjectMeta(g *v1alpha1.Glance) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: g.Name, Namespace: g.Namespace, Labels: APIPodLabels(g.Name)}
 }

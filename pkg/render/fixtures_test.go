@@ -1,6 +1,9 @@
 package render
 
 import (
+	"strings"
+	"testing"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -113,4 +116,21 @@ func s3Backend(name string, isDefault bool) Backend {
 		AccessKeyID:     "AKIA" + name,
 		SecretAccessKey: "secret/" + name + "+key",
 	}
+}
+
+// renderedAsWanted checks a builder's err against a case's wantErr: with
+// wantErr, err must contain it; without, err must be nil. It fails t
+// otherwise, and reports whether the case goes on to check the object.
+func renderedAsWanted(t *testing.T, err error, wantErr string) bool {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want one containing %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

@@ -66,15 +66,9 @@ func HorizontalPodAutoscaler(g *v1alpha1.Glance) (*autoscalingv2.HorizontalPodAu
 		return nil, fmt.Errorf("spec.autoscaling needs targetCPUUtilization, targetMemoryUtilization or both")
 	}
 
-	labels := CommonLabels(g.Name)
-	labels[LabelComponent] = ComponentAPI
 	return &autoscalingv2.HorizontalPodAutoscaler{
-		TypeMeta: metav1.TypeMeta{APIVersion: autoscalingv2.SchemeGroupVersion.String(), Kind: "HorizontalPodAutoscaler"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      g.Name,
-			Namespace: g.Namespace,
-			Labels:    labels,
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: autoscalingv2.SchemeGroupVersion.String(), Kind: "HorizontalPodAutoscaler"},
+		ObjectMeta: apiObjectMeta(g),
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
 			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{
 				APIVersion: "apps/v1",

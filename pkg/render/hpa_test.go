@@ -1,7 +1,6 @@
 package render
 
 import (
-	"strings"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -132,14 +131,8 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 				c.mutate(g)
 			}
 			h, err := HorizontalPodAutoscaler(g)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, c.wantErr)
-				}
+			if !renderedAsWanted(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if h.Name != "glance" || h.Namespace != "openstack" || h.Labels[LabelInstance] != "glance" {
 				t.Errorf("object = %s/%s labels %v", h.Namespace, h.Name, h.Labels)

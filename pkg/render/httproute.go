@@ -66,15 +66,10 @@ func HTTPRoute(g *v1alpha1.Glance) (*gatewayv1.HTTPRoute, error) {
 		parent.SectionName = ptr.To(gatewayv1.SectionName(gw.ParentRef.SectionName))
 	}
 
-	labels := CommonLabels(g.Name)
-	labels[LabelComponent] = ComponentRoute
 	return &gatewayv1.HTTPRoute{
 		TypeMeta: metav1.TypeMeta{APIVersion: gatewayv1.GroupVersion.String(), Kind: "HTTPRoute"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        g.Name,
-			Namespace:   g.Namespace,
-			Labels:      labels,
-			Annotations: maps.Clone(gw.Annotations),
+			Name: g.Name, Namespace: g.Namespace, Labels: ChildLabels(g.Name, ComponentRoute), Annotations: maps.Clone(gw.Annotations),
 		},
 		Spec: gatewayv1.HTTPRouteSpec{
 			CommonRouteSpec: gatewayv1.CommonRouteSpec{ParentRefs: []gatewayv1.ParentReference{parent}},

@@ -50,15 +50,6 @@ func DBPurgeCronJobName(glanceName string) string {
 	return glanceName + "-" + ComponentDBPurge
 }
 
-// componentLabels are CommonLabels plus a component. A database pod never
-// carries component api, so the Service, PDB and spread constraints never
-// select it.
-func componentLabels(name, component string) map[string]string {
-	l := CommonLabels(name)
-	l[LabelComponent] = component
-	return l
-}
-
 // DatabaseJob is the Job {name}-{kind} running glance-manage on image (the
 // upgrade phases run the new image); an empty image means ImageRef(g). It
 // mounts, env and security context are those of the glance-api container.
@@ -92,7 +83,7 @@ func DatabaseJob(g *v1alpha1.Glance, f WorkloadFacts, kind DatabaseJobKind, imag
 	default:
 		return nil, fmt.Errorf("unknown database job kind %q", kind)
 	}
-	labels := componentLabels(g.Name, string(kind))
+	labels := ChildLabels(g.Name, string(kind))
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
 		Spec:       pod,
@@ -181,7 +172,7 @@ func DBPurgeCronJob(g *v1alpha1.Glance, f WorkloadFacts) (*batchv1.CronJob, erro
 	pod := glanceManagePodSpec(g, f)
 	pod.Containers = []corev1.Container{purge}
 
-	labels := componentLabels(g.Name, ComponentDBPurge)
+	labels := ChildLabels(g.Name, ComponentDBPurge)
 	return &batchv1.CronJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{Name: DBPurgeCronJobName(g.Name), Namespace: g.Namespace, Labels: labels},

@@ -24,10 +24,18 @@ func CommonLabels(name string) map[string]string {
 	}
 }
 
+// ChildLabels are the labels of the children of component owned by the
+// Glance named name. The database and db-purge pods carry their own
+// component, never api, so the Service, PDB and spread constraints never
+// select them.
+func ChildLabels(name, component string) map[string]string {
+	l := CommonLabels(name)
+	l[LabelComponent] = component
+	return l
+}
+
 // APIPodLabels are the labels of the glance-api pods of the Glance named name;
 // they also form the Deployment's selector.
 func APIPodLabels(name string) map[string]string {
-	l := CommonLabels(name)
-	l[LabelComponent] = ComponentAPI
-	return l
+	return ChildLabels(name, ComponentAPI)
 }

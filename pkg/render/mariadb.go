@@ -20,14 +20,6 @@ var (
 // ComponentDatabase is the component label of the database children.
 const ComponentDatabase = "database"
 
-// ChildLabels are the labels of the children of component owned by the
-// Glance named name.
-func ChildLabels(name, component string) map[string]string {
-	l := CommonLabels(name)
-	l[LabelComponent] = component
-	return l
-}
-
 // DatabaseObjects are the mariadb-operator Database, User and Grant of a
 // Glance with spec.database.clusterRef, named after it; username is its
 // database user. With Dynamic credentials the secret store issues the

@@ -86,15 +86,9 @@ func NetworkPolicy(g *v1alpha1.Glance, f NetworkPolicyFacts) (*networkingv1.Netw
 		return nil, err
 	}
 
-	labels := CommonLabels(g.Name)
-	labels[LabelComponent] = ComponentAPI
 	return &networkingv1.NetworkPolicy{
-		TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      g.Name,
-			Namespace: g.Namespace,
-			Labels:    labels,
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+		ObjectMeta: apiObjectMeta(g),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: APIPodLabels(g.Name)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},

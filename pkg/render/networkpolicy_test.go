@@ -296,14 +296,8 @@ func TestNetworkPolicy(t *testing.T) {
 				c.mutate(g, &f)
 			}
 			np, err := NetworkPolicy(g, f)
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, c.wantErr)
-				}
+			if !renderedAsWanted(t, err, c.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if np.Name != g.Name || np.Namespace != g.Namespace || np.Labels[LabelInstance] != g.Name {
 				t.Errorf("object = %s/%s labels %v", np.Namespace, np.Name, np.Labels)

@@ -163,10 +163,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		StringData: data,
 		Type:       corev1.SecretTypeOpaque,
 	}
-	if err := ensureImmutable(ctx, p, g, secret); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := pruneHistory(ctx, p, g, &corev1.SecretList{}, componentBackends, name, live.backendsSecret); err != nil {
+	if err := ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecret); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.backends.valid, p.backends.secretName, p.backends.defaultBackend = true, name, defaults[0]

@@ -128,7 +128,7 @@ func TestEnsureImmutable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newApplyScene(t, "", tt.existing...)
-			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new")); err != nil {
+			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new"), &corev1.SecretList{}, componentBackends, ""); err != nil {
 				t.Fatal(err)
 			}
 			s.writes.expect(t, tt.creates, 0)

@@ -2,7 +2,6 @@ package glance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -30,13 +28,6 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 	if !p.backends.valid {
 		return ctrl.Result{}, nil
 	}
-	configError := func(msg string) (ctrl.Result, error) {
-		pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, msg)
-		// Only a spec change can fix it, and that triggers a reconcile;
-		// until then the Deployment keeps running the last good config.
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
-	}
-
 	rules, msg, err := policyConfigMapRules(ctx, p, g)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -47,7 +38,8 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 	}
 	files, err := render.ConfigFiles(g, render.ConfigFacts{DefaultBackend: p.backends.defaultBackend, PolicyRules: rules})
 	if err != nil {
-		return configError(fmt.Sprintf("cannot render the config: %v", err))
+		// Until the spec is fixed the Deployment keeps running the last good config.
+		return terminalFailure(g, v1alpha1.ConditionSecretsReady, v1alpha1.ReasonConfigError, fmt.Sprintf("cannot render the config: %v", err))
 	}
 	name := render.ConfigMapName(g.Name, files)
 	cm := &corev1.ConfigMap{
@@ -55,10 +47,7 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 		Immutable:  ptr.To(true),
 		Data:       files,
 	}
-	if err := ensureImmutable(ctx, p, g, cm); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := pruneHistory(ctx, p, g, &corev1.ConfigMapList{}, componentConfig, name, p.backends.live.configMap); err != nil {
+	if err := ensureImmutable(ctx, p, g, cm, &corev1.ConfigMapList{}, componentConfig, p.backends.live.configMap); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.configMapName = name

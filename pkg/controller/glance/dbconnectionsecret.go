@@ -2,15 +2,11 @@ package glance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
-	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
 )
 
@@ -22,10 +18,7 @@ const ConnectionKey = "connection"
 func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	dsn, err := render.DSN(g, p.dbUsername, p.dbPassword)
 	if err != nil {
-		msg := fmt.Sprintf("cannot build the database connection: %v", err)
-		pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, msg)
-		// Only a spec change can fix it, and that triggers a reconcile.
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+		return terminalFailure(g, v1alpha1.ConditionSecretsReady, v1alpha1.ReasonConfigError, fmt.Sprintf("cannot build the database connection: %v", err))
 	}
 	name := render.DBConnectionSecretName(g.Name)
 	if err := ensureSecret(ctx, p, g, name, componentDatabase, map[string][]byte{ConnectionKey: []byte(dsn)}); err != nil {

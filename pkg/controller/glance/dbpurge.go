@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -31,9 +30,7 @@ func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 		return ctrl.Result{}, reconcile.TerminalError(errors.New("cannot render the db-purge CronJob: " + err.Error()))
 	}
 	cj := &batchv1.CronJob{}
-	if err := applyChild(ctx, p, g, desired, cj, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, cj.Spec)
-	}, func() { cj.Spec = desired.Spec }); err != nil {
+	if err := applySpec(ctx, p, g, desired, &desired.Spec, cj, &cj.Spec, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 

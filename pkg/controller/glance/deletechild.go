@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
@@ -35,6 +37,19 @@ func deleteChild(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Ob
 		return fmt.Errorf("delete %T %s: %w", obj, g.Name, err)
 	}
 	return nil
+}
+
+// childNotRequired is an optional child's step while its spec block, field,
+// is unset: the child of obj's kind goes (none where obj is nil), and
+// condition is True with reason, since nothing asked for is nothing wrong.
+func childNotRequired(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object, condition, reason, field string) (ctrl.Result, error) {
+	if obj != nil {
+		if err := deleteChild(ctx, p, g, obj); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	pipeline.SetCondition(g, condition, metav1.ConditionTrue, reason, field+" is not set")
+	return ctrl.Result{}, nil
 }
 
 // ownedBy reports whether obj is the Glance's: its controller reference on

@@ -3,7 +3,6 @@ package glance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
@@ -37,32 +35,24 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 	}
 	desired, err := render.Deployment(g, p.workloadFacts())
 	if err != nil {
-		msg := fmt.Sprintf("cannot render the Deployment: %v", err)
-		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment, msg)
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+		return terminalFailure(g, v1alpha1.ConditionDeploymentReady, v1alpha1.ReasonWaitingForDeployment, fmt.Sprintf("cannot render the Deployment: %v", err))
 	}
 	d := &appsv1.Deployment{}
-	if err := applyChild(ctx, p, g, desired, d, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, d.Spec)
-	}, func() {
+	if err := applySpec(ctx, p, g, desired, &desired.Spec, d, &d.Spec, func() {
 		if desired.Spec.Replicas == nil {
 			// Under an HPA the replica count is the autoscaler's.
 			desired.Spec.Replicas = d.Spec.Replicas
 		}
-		d.Spec = desired.Spec
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	svc := render.Service(g)
 	current := &corev1.Service{}
-	if err := applyChild(ctx, p, g, svc, current, func() bool {
-		return equality.Semantic.DeepDerivative(svc.Spec, current.Spec)
-	}, func() {
+	if err := applySpec(ctx, p, g, svc, &svc.Spec, current, &current.Spec, func() {
 		// The cluster IPs are the API server's and immutable.
 		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = current.Spec.ClusterIP, current.Spec.ClusterIPs
 		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = current.Spec.IPFamilies, current.Spec.IPFamilyPolicy
-		current.Spec = svc.Spec
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -203,6 +193,21 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		return fmt.Errorf("update %T %s: %w", existing, existing.GetName(), err)
 	}
 	return nil
+}
+
+// applySpec applies a child whose desired state is its spec, want the
+// desired object's and have the existing one's: it is in sync while have
+// holds every field want sets, and an update takes want whole, after keep,
+// if any, has copied into it what others own.
+func applySpec[S any](ctx context.Context, p *pass, g *v1alpha1.Glance, desired client.Object, want *S, existing client.Object, have *S, keep func()) error {
+	return applyChild(ctx, p, g, desired, existing, func() bool {
+		return equality.Semantic.DeepDerivative(*want, *have)
+	}, func() {
+		if keep != nil {
+			keep()
+		}
+		*have = *want
+	})
 }
 
 func subset(want, have map[string]string) bool {

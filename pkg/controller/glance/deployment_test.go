@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -228,14 +227,24 @@ func desiredService(ports ...int32) *corev1.Service {
 	return s
 }
 
-// apply runs applyChild on desired the way the Deployment step does for
+// apply runs applySpec on desired the way the Deployment step does for
 // its Service, and returns what it left in current.
 func (s *applyScene) apply(desired *corev1.Service) (*corev1.Service, error) {
 	current := &corev1.Service{}
-	err := applyChild(context.Background(), s.p, s.g, desired, current, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, current.Spec)
-	}, func() { current.Spec = desired.Spec })
+	err := applySpec(context.Background(), s.p, s.g, desired, &desired.Spec, current, &current.Spec, nil)
 	return current, err
+}
+
+// applyWrites applies desired, which must succeed with the creates and
+// updates given, and returns what the server then holds.
+func (s *applyScene) applyWrites(t *testing.T, desired *corev1.Service, creates, updates int) *corev1.Service {
+	t.Helper()
+	*s.writes = writeCounter{}
+	if _, err := s.apply(desired); err != nil {
+		t.Fatal(err)
+	}
+	s.writes.expect(t, creates, updates)
+	return s.stored(t)
 }
 
 func (s *applyScene) stored(t *testing.T) *corev1.Service {
@@ -368,11 +377,7 @@ func TestApplyChildOwnership(t *testing.T) {
 
 	t.Run("unowned: adopted", func(t *testing.T) {
 		s := newApplyScene(t, "", unowned())
-		if _, err := s.apply(desiredService(9292)); err != nil {
-			t.Fatal(err)
-		}
-		s.writes.expect(t, 0, 1)
-		got := s.stored(t)
+		got := s.applyWrites(t, desiredService(9292), 0, 1)
 		if !metav1.IsControlledBy(got, s.g) || got.Labels["team"] != "storage" || got.Labels[render.LabelComponent] != render.ComponentAPI {
 			t.Errorf("adopted Service %v %v, want the Glance as controller and both labels", got.OwnerReferences, got.Labels)
 		}
@@ -398,21 +403,13 @@ func TestApplyChildOwnership(t *testing.T) {
 
 	t.Run("target cluster: owner labels, no owner reference", func(t *testing.T) {
 		s := newApplyScene(t, "region-two", unowned())
-		if _, err := s.apply(desiredService(9292)); err != nil {
-			t.Fatal(err)
-		}
-		s.writes.expect(t, 0, 1)
-		got := s.stored(t)
+		got := s.applyWrites(t, desiredService(9292), 0, 1)
 		key, ok := targetcluster.OwnerOf(got.Labels, "Glance")
 		if !ok || key != client.ObjectKeyFromObject(s.g) || len(got.OwnerReferences) != 0 {
 			t.Errorf("labels %v, owner references %v: want the Glance's owner labels only", got.Labels, got.OwnerReferences)
 		}
 		// Once labelled it is in sync.
-		*s.writes = writeCounter{}
-		if _, err := s.apply(desiredService(9292)); err != nil {
-			t.Fatal(err)
-		}
-		s.writes.expect(t, 0, 0)
+		s.applyWrites(t, desiredService(9292), 0, 0)
 	})
 
 	t.Run("unreadable: nothing written", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,20 +19,14 @@ import (
 // spec.autoscaling. Errors propagate: HPAReady has no False reason.
 func reconcileHPA(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	if g.Spec.Autoscaling == nil {
-		if err := deleteChild(ctx, p, g, &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
-			return ctrl.Result{}, err
-		}
-		pipeline.SetCondition(g, v1alpha1.ConditionHPAReady, metav1.ConditionTrue, v1alpha1.ReasonHPANotRequired, "spec.autoscaling is not set")
-		return ctrl.Result{}, nil
+		return childNotRequired(ctx, p, g, &autoscalingv2.HorizontalPodAutoscaler{}, v1alpha1.ConditionHPAReady, v1alpha1.ReasonHPANotRequired, "spec.autoscaling")
 	}
 	desired, err := render.HorizontalPodAutoscaler(g)
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(errors.New("cannot render the HorizontalPodAutoscaler: " + err.Error()))
 	}
 	current := &autoscalingv2.HorizontalPodAutoscaler{}
-	if err := applyChild(ctx, p, g, desired, current, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, current.Spec)
-	}, func() { current.Spec = desired.Spec }); err != nil {
+	if err := applySpec(ctx, p, g, desired, &desired.Spec, current, &current.Spec, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 	pipeline.SetCondition(g, v1alpha1.ConditionHPAReady, metav1.ConditionTrue, v1alpha1.ReasonHPAReady,

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -38,13 +38,11 @@ func reconcileHTTPRoute(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.
 		}
 	}
 	if g.Spec.Gateway == nil {
+		var route client.Object // none to delete where the kind is not served
 		if installed {
-			if err := deleteChild(ctx, p, g, &gatewayv1.HTTPRoute{}); err != nil {
-				return ctrl.Result{}, err
-			}
+			route = &gatewayv1.HTTPRoute{}
 		}
-		pipeline.SetCondition(g, v1alpha1.ConditionHTTPRouteReady, metav1.ConditionTrue, v1alpha1.ReasonHTTPRouteNotRequired, "spec.gateway is not set")
-		return ctrl.Result{}, nil
+		return childNotRequired(ctx, p, g, route, v1alpha1.ConditionHTTPRouteReady, v1alpha1.ReasonHTTPRouteNotRequired, "spec.gateway")
 	}
 	if !installed {
 		pipeline.SetCondition(g, v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled,
@@ -56,9 +54,7 @@ func reconcileHTTPRoute(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.
 		return ctrl.Result{}, reconcile.TerminalError(errors.New("cannot render the HTTPRoute: " + err.Error()))
 	}
 	route := &gatewayv1.HTTPRoute{}
-	if err := applyChild(ctx, p, g, desired, route, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, route.Spec)
-	}, func() { route.Spec = desired.Spec }); err != nil {
+	if err := applySpec(ctx, p, g, desired, &desired.Spec, route, &route.Spec, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 	accepted, msg := routeAccepted(route, desired.Spec.ParentRefs[0])

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -21,11 +20,7 @@ import (
 // list) is refused, and the live policy is left as it is: fail closed.
 func reconcileNetworkPolicy(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	if g.Spec.NetworkPolicy == nil {
-		if err := deleteChild(ctx, p, g, &networkingv1.NetworkPolicy{}); err != nil {
-			return ctrl.Result{}, err
-		}
-		pipeline.SetCondition(g, v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired, "spec.networkPolicy is not set")
-		return ctrl.Result{}, nil
+		return childNotRequired(ctx, p, g, &networkingv1.NetworkPolicy{}, v1alpha1.ConditionNetworkPolicyReady, v1alpha1.ReasonNetworkPolicyNotRequired, "spec.networkPolicy")
 	}
 	desired, err := render.NetworkPolicy(g, render.NetworkPolicyFacts{OperatorNamespace: p.r.OperatorNamespace, S3Endpoints: p.backends.endpoints})
 	if err != nil {
@@ -34,9 +29,7 @@ func reconcileNetworkPolicy(ctx context.Context, g *v1alpha1.Glance, p *pass) (c
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 	}
 	current := &networkingv1.NetworkPolicy{}
-	if err := applyChild(ctx, p, g, desired, current, func() bool {
-		return equality.Semantic.DeepDerivative(desired.Spec, current.Spec)
-	}, func() { current.Spec = desired.Spec }); err != nil {
+	if err := applySpec(ctx, p, g, desired, &desired.Spec, current, &current.Spec, nil); err != nil {
 		return ctrl.Result{}, err
 	}
 	pipeline.SetCondition(g, v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady,

@@ -4,7 +4,6 @@ package glance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission"
@@ -148,9 +146,8 @@ func targetUnavailable(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 // specRefused reports the admission rules a spec breaks, ahead of every step.
 // Like any ConfigError it is terminal: only a spec change can fix it.
 func specRefused(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
-	msg := "the spec breaks admission rules, so nothing is rendered from it until it is fixed: " + p.refusal.ToAggregate().Error()
-	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, msg)
-	return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
+	return terminalFailure(g, v1alpha1.ConditionSecretsReady, v1alpha1.ReasonConfigError,
+		"the spec breaks admission rules, so nothing is rendered from it until it is fixed: "+p.refusal.ToAggregate().Error())
 }
 
 // finalize runs on a Glance being deleted.

@@ -1,6 +1,12 @@
 package glance
 
 import (
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 )
@@ -37,4 +43,12 @@ var unresolvedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 // config. It is a config error, so it counts under Config.
 var refusedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: specRefused}),
+}
+
+// terminalFailure ends a step on what only a spec change can fix (and that
+// triggers a reconcile): condition is False with reason and msg, and the
+// error is terminal, so the pass is not retried.
+func terminalFailure(g *v1alpha1.Glance, condition, reason, msg string) (ctrl.Result, error) {
+	pipeline.SetCondition(g, condition, metav1.ConditionFalse, reason, msg)
+	return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 }
