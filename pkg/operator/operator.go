@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		GracefulShutdownTimeout: &shutdown,
 		NewClient:               o.NewClient,
 		Cache:                   targetcluster.CacheOptions(o.WatchNamespaces),
+		Client:                  targetcluster.ClientOptions(),
 	})
 	if err != nil {
 		return nil, err
@@ -129,7 +130,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 
 	// The user's Secrets and ConfigMaps are watched metadata-only in a cache
 	// of their own (the main cache holds only the operator's children), and
-	// read uncached when a Glance needs them.
+	// read from the API server when a Glance needs them (a Secret once per
+	// resourceVersion).
 	referencesOptions := targetcluster.ReferencesCacheOptions(o.WatchNamespaces)
 	referencesOptions.Scheme, referencesOptions.Mapper = scheme, mgr.GetRESTMapper()
 	references, err := cache.New(cfg, referencesOptions)
@@ -142,6 +144,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 
 	management := &targetcluster.Cluster{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
+		Secrets: &targetcluster.SecretReader{Metadata: references, Reader: mgr.GetAPIReader()},
 	}
 	// Without a clusters namespace no target is registered, so every
 	// targetClusterRef is refused.

@@ -59,10 +59,20 @@ func CacheOptions(namespaces []string) cache.Options {
 	}
 }
 
+// ClientOptions make a cluster's client read the optional APIs' objects
+// (SecretStores, MariaDB, its Database, User and Grant) from the cache, as
+// it reads the typed children: the controller watches them, so the cache
+// holds them, and an uncached GET of each in every pass is what made a
+// Glance at rest cost several API reads per recheck.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
 // ReferencesCacheOptions scope the cache of the user's Secrets and
 // ConfigMaps in namespaces (empty means all). The main cache holds only the
 // operator's children, so these are watched here, metadata-only and
-// stripped to their identity, and read uncached when a Glance needs them.
+// stripped to their identity; a Secret is read from the API server once per
+// resourceVersion (SecretReader), a ConfigMap when a Glance needs it.
 // Scheme, Mapper and HTTPClient are left to the caller.
 func ReferencesCacheOptions(namespaces []string) cache.Options {
 	return cache.Options{

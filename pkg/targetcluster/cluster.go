@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,9 +34,11 @@ type Cluster struct {
 	// Client reads children from a cache scoped to what the operator owns,
 	// and writes them.
 	Client client.Client
-	// Reader reads uncached: the user's Secrets and ConfigMaps, which the
-	// cache does not hold.
+	// Reader reads uncached: the user's ConfigMaps, which the cache does
+	// not hold, and what must not be read stale.
 	Reader client.Reader
+	// Secrets reads the user's Secrets, once per resourceVersion.
+	Secrets *SecretReader
 	// Scheme knows the child kinds.
 	Scheme *runtime.Scheme
 	// RESTMapper answers which optional APIs (ESO, mariadb-operator, Gateway
@@ -45,6 +48,15 @@ type Cluster struct {
 	// on the management cluster, whose Services the operator reaches
 	// directly.
 	ServiceProxy *ServiceProxy
+}
+
+// GetSecret reads a user's Secret through Secrets; a Cluster without one
+// reads it from Reader.
+func (c *Cluster) GetSecret(ctx context.Context, key client.ObjectKey, s *corev1.Secret) error {
+	if c.Secrets == nil {
+		return c.Reader.Get(ctx, key, s)
+	}
+	return c.Secrets.Get(ctx, key, s)
 }
 
 // IsManagement reports whether the children live beside the CR.

@@ -436,6 +436,7 @@ func (r *Registry) build(rn *run) (*Target, error) {
 			return apiutil.NewDynamicRESTMapper(cfg, &discoveryHTTP)
 		}
 		o.Cache = CacheOptions(r.o.WatchNamespaces)
+		o.Client = ClientOptions()
 		o.Cache.DefaultWatchErrorHandler = watchError
 		o.Logger = r.log.WithValues("cluster", rn.name)
 	})
@@ -556,6 +557,7 @@ func (r *Registry) connect(ctx context.Context, rn *run, wg *sync.WaitGroup) boo
 	rn.target = target
 	rn.cluster = &Cluster{
 		Name: rn.name, Client: target.GetClient(), Reader: target.GetAPIReader(), Scheme: r.o.Scheme, RESTMapper: target.GetRESTMapper(),
+		Secrets:      &SecretReader{Metadata: target.References, Reader: target.GetAPIReader()},
 		ServiceProxy: &ServiceProxy{Host: target.GetConfig().Host, Client: target.GetHTTPClient()},
 	}
 	rn.mu.Unlock()

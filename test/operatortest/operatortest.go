@@ -113,7 +113,9 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 			},
 		}), nil
 	}
-	m2, err := operator.New(ctx, cfg, o)
+	operatorConfig := rest.CopyConfig(cfg)
+	operatorConfig.Wrap(mgr.Reads.wrap)
+	m2, err := operator.New(ctx, operatorConfig, o)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -135,6 +137,8 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 type Manager struct {
 	// Writes counts the API writes of the operator's client.
 	Writes atomic.Int64
+	// Reads records what the operator reads from the API server.
+	Reads APIReads
 	// Metrics are the operator's collectors, in a registry of this
 	// manager's own.
 	Metrics *metrics.Metrics

@@ -187,7 +187,7 @@ func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) 
 	}
 	name := b.Spec.S3.CredentialsSecretRef.Name
 	var s corev1.Secret
-	err := p.cluster.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
+	err := p.cluster.GetSecret(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
 	// A missing or unreadable Secret (refused, timed out) skips this
 	// backend alone: its siblings keep projecting.
 	if apierrors.IsNotFound(err) {

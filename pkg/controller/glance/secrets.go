@@ -88,13 +88,13 @@ func digest(v string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// readSecretKeys reads a user Secret uncached and returns the wanted keys.
+// readSecretKeys reads a user Secret and returns the wanted keys.
 // When the Secret or a key is missing it returns a message saying so, and
 // whether an ExternalSecret is there to sync it. Values never appear in a
 // message.
 func readSecretKeys(ctx context.Context, p *pass, namespace, name string, keys ...string) (map[string]string, string, error) {
 	var s corev1.Secret
-	err := p.cluster.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
+	err := p.cluster.GetSecret(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
 	if apierrors.IsNotFound(err) {
 		hint, err := externalSecretHint(ctx, p, namespace, name)
 		return nil, fmt.Sprintf("Secret %q not found%s", name, hint), err

@@ -54,9 +54,10 @@ import (
 // +kubebuilder:rbac:groups=k8s.mariadb.com,resources=databases;users;grants,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the Glance controller; pkg/operator has
-// registered the field indexes it lists by. references is a metadata-only cache of the user's
-// Secrets and ConfigMaps: their changes wake the Glances that read them,
-// while their contents are read uncached, so the operator's memory does not
+// registered the field indexes it lists by. references is a metadata-only
+// cache of the user's Secrets and ConfigMaps: their changes wake the
+// Glances that read them, while their contents are read from the API server
+// (a Secret once per resourceVersion), so the operator's memory does not
 // grow with unrelated Secrets.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references cache.Cache, opts controller.Options) error {
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {

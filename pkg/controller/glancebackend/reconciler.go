@@ -119,7 +119,7 @@ func credentialsProblem(ctx context.Context, c *targetcluster.Cluster, b *v1alph
 	}
 	name := b.Spec.S3.CredentialsSecretRef.Name
 	var s corev1.Secret
-	err := c.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
+	err := c.GetSecret(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
 	if apierrors.IsNotFound(err) {
 		return fmt.Sprintf("Secret %q not found", name), nil
 	}

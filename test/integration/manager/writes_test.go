@@ -43,8 +43,10 @@ func label(m *dto.Metric, name string) string {
 }
 
 // TestNoOpReconcileWritesNothing re-reconciles an unchanged Glance and its
-// backend and counts the operator's API writes: there must be none. It runs
-// alone (not parallel), so every write counted is this test's.
+// backend and counts the operator's API writes and reads: there must be
+// none. Everything a pass reads is in the caches, the user's Secrets read
+// once per resourceVersion. It runs alone (not parallel), so every request
+// counted is this test's.
 func TestNoOpReconcileWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.Credentials("pw")
@@ -65,7 +67,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	}, nil)
 
 	glances, backends := reconciles(t, "glance"), reconciles(t, "glancebackend")
-	before := mgr.Writes.Load()
+	before, reads := mgr.Writes.Load(), mgr.Reads.Mark()
 	// A label change wakes both controllers (the backend controller watches
 	// its parent) without changing anything they render.
 	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
@@ -75,5 +77,8 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	time.Sleep(time.Second) // let anything the passes would write land
 	if got := mgr.Writes.Load() - before; got != 0 {
 		t.Fatalf("re-reconciling an unchanged Glance issued %d API writes, want 0", got)
+	}
+	if got := mgr.Reads.Since(reads); len(got) != 0 {
+		t.Fatalf("re-reconciling an unchanged Glance read %d times from the API server, want none: %v", len(got), got)
 	}
 }
