@@ -2,10 +2,12 @@
 // (`make bench-scale`): for each count N it starts the full stack of
 // test/stack, as `make run` does, applies N Glances with their Secrets, a
 // MariaDB and one default S3 backend each, waits until every one is Ready,
-// and records how long that took, what the manager asked of the API server,
-// how long its passes ran, its CPU and memory, its requests and writes
-// while idle, and its memory after unrelated Secrets appear. It reports
-// figures, never verdicts: the goals are judged by reading them.
+// and records how long that took, what the manager asked of the API server
+// (counted by the API server, from an audit log of the manager's user, by
+// verb and resource), how long its passes ran, its CPU and memory, its
+// requests and writes while idle, and its memory after unrelated Secrets
+// appear. It reports figures, never verdicts: the goals are judged by
+// reading them.
 package benchscale
 
 import (
@@ -74,13 +76,21 @@ type Result struct {
 	// directly, up; 0 when not measured.
 	FloorSeconds float64 `json:"floorSeconds,omitempty"`
 	// The manager's API requests while converging, per Glance, counted by
-	// its client-go (rest_client_requests_total), by HTTP method.
-	RequestsPerGlance float64            `json:"requestsPerGlance"`
-	WritesPerGlance   float64            `json:"writesPerGlance"`
-	RequestsByMethod  map[string]float64 `json:"requestsByMethod"`
-	// Idle requests and writes, per minute, once all were Ready.
+	// the API server from its audit log (see audit.go; a watch counts once,
+	// when opened); writes are create, update, patch, delete and
+	// deletecollection; failed are those answered with a status of 400 or
+	// more (conflicts, not found).
+	RequestsPerGlance float64 `json:"requestsPerGlance"`
+	WritesPerGlance   float64 `json:"writesPerGlance"`
+	FailedPerGlance   float64 `json:"failedPerGlance"`
+	// Idle requests and writes, per minute, once all were Ready, from the
+	// audit log.
 	IdleRequestsPerMinute float64 `json:"idleRequestsPerMinute"`
 	IdleWritesPerMinute   float64 `json:"idleWritesPerMinute"`
+	// Requests are the audit counts by verb and resource.
+	Requests []RequestRow `json:"requestsByVerbAndResource"`
+	// Client are the same figures as the manager's client-go counts them.
+	Client ClientRequests `json:"client"`
 	// PassMillis is the Glance controller's reconcile time per pass while
 	// converging (controller_runtime_reconcile_time_seconds); StepMillisP95
 	// the p95 of each pipeline step (glance_operator_reconcile_duration_seconds).
@@ -97,6 +107,32 @@ type Result struct {
 	// UnrelatedHeapBytesEach is the growth of the manager's heap in use
 	// (go_memstats_heap_inuse_bytes) per unrelated Secret.
 	UnrelatedHeapBytesEach float64 `json:"unrelatedHeapBytesEach"`
+}
+
+// RequestRow is one verb and resource of the manager's requests, from the
+// audit log: the counts in the converging and idle windows, and the same
+// per Glance and per idle minute.
+type RequestRow struct {
+	Verb string `json:"verb"`
+	// Resource is resource[.group][/subresource], or the path of a
+	// non-resource request.
+	Resource         string  `json:"resource"`
+	Converging       int     `json:"converging"`
+	ConvergingFailed int     `json:"convergingFailed,omitempty"`
+	Idle             int     `json:"idle"`
+	PerGlance        float64 `json:"perGlance"`
+	IdlePerMinute    float64 `json:"idlePerMinute"`
+}
+
+// ClientRequests are the manager's requests as its client-go counts them
+// (rest_client_requests_total), by HTTP method: a watch is a GET, and a
+// request the client retried counts each time.
+type ClientRequests struct {
+	RequestsPerGlance     float64            `json:"requestsPerGlance"`
+	WritesPerGlance       float64            `json:"writesPerGlance"`
+	RequestsByMethod      map[string]float64 `json:"requestsByMethod"`
+	IdleRequestsPerMinute float64            `json:"idleRequestsPerMinute"`
+	IdleWritesPerMinute   float64            `json:"idleWritesPerMinute"`
 }
 
 // Distribution is p50, p95 and max of a sample (a histogram's estimate
@@ -174,7 +210,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	stk, err := stack.Start(ctx, stack.Options{Dir: dir, Nodes: res.Nodes, Progress: o.Progress})
+	stk, err := stack.Start(ctx, stack.Options{Dir: dir, Nodes: res.Nodes, Progress: o.Progress, AuditManager: true})
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +234,11 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 		return nil, err
 	}
 
+	audit := newAuditLog(stk.Cluster.AuditLog, stack.ServiceAccountUser(stk.ManagerServiceAccount))
+	// What the manager asked while starting is not the Glances'.
+	if _, err := audit.next(); err != nil {
+		return nil, err
+	}
 	before, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
@@ -223,6 +264,10 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	res.ReadySeconds = Distribution{P50: percentile(times, 50), P95: percentile(times, 95), Max: times[len(times)-1]}
 	o.say("%d Glances: all Ready in %.1fs", n, res.AllReadySeconds)
 
+	converging, err := audit.next()
+	if err != nil {
+		return nil, err
+	}
 	converged, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
@@ -233,9 +278,11 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	}
 	res.ManagerCPUSeconds = proc.CPUSeconds - procBefore.CPUSeconds
 	res.RSSKiB, res.HWMKiB = proc.RSSKiB, proc.HWMKiB
-	res.RequestsByMethod = diff(requestsByMethod(converged, host.Host), requestsByMethod(before, host.Host))
-	total, writes := requestTotals(res.RequestsByMethod)
-	res.RequestsPerGlance, res.WritesPerGlance = total/float64(n), writes/float64(n)
+	requests, writes, failed := converging.totals()
+	res.RequestsPerGlance, res.WritesPerGlance, res.FailedPerGlance = float64(requests)/float64(n), float64(writes)/float64(n), float64(failed)/float64(n)
+	res.Client.RequestsByMethod = diff(requestsByMethod(converged, host.Host), requestsByMethod(before, host.Host))
+	total, clientWrites := requestTotals(res.Client.RequestsByMethod)
+	res.Client.RequestsPerGlance, res.Client.WritesPerGlance = total/float64(n), clientWrites/float64(n)
 	passes := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}).
 		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}))
 	res.Passes = passes.count / float64(n)
@@ -249,13 +296,20 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err := sleep(ctx, o.Idle); err != nil {
 		return nil, err
 	}
+	idleCounts, err := audit.next()
+	if err != nil {
+		return nil, err
+	}
 	idle, err := stk.ManagerMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	idleTotal, idleWrites := requestTotals(diff(requestsByMethod(idle, host.Host), requestsByMethod(converged, host.Host)))
 	perMinute := float64(time.Minute) / float64(o.Idle)
-	res.IdleRequestsPerMinute, res.IdleWritesPerMinute = idleTotal*perMinute, idleWrites*perMinute
+	idleRequests, idleWrites, _ := idleCounts.totals()
+	res.IdleRequestsPerMinute, res.IdleWritesPerMinute = float64(idleRequests)*perMinute, float64(idleWrites)*perMinute
+	res.Requests = requestRows(converging, idleCounts, n, perMinute)
+	clientIdle, clientIdleWrites := requestTotals(diff(requestsByMethod(idle, host.Host), requestsByMethod(converged, host.Host)))
+	res.Client.IdleRequestsPerMinute, res.Client.IdleWritesPerMinute = clientIdle*perMinute, clientIdleWrites*perMinute
 
 	if o.UnrelatedSecrets > 0 {
 		o.say("%d Glances: %d unrelated Secrets ...", n, o.UnrelatedSecrets)

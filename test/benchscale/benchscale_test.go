@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,19 @@ func TestBenchScaleSmoke(t *testing.T) {
 		t.Fatalf("%d results, want 1", len(back.Results))
 	}
 	r := back.Results[0]
+	// The audit log's counts: the rows add up to the totals, and the
+	// manager wrote while converging.
+	converging, writes := 0, 0
+	for _, row := range r.Requests {
+		converging += row.Converging
+		if slices.Contains(writeVerbs, row.Verb) {
+			writes += row.Converging
+		}
+	}
 	for name, taken := range map[string]bool{
+		"audit requests by verb and resource": converging > 0 && writes > 0 &&
+			math.Abs(float64(converging)-r.RequestsPerGlance*3) < 1e-6 && math.Abs(float64(writes)-r.WritesPerGlance*3) < 1e-6,
+		"client-side requests": r.Client.RequestsPerGlance > 0 && r.Client.WritesPerGlance > 0,
 		"glances":              r.Glances == 3,
 		"all Ready":            r.AllReadySeconds > 0 && r.ReadySeconds.Max == r.AllReadySeconds,
 		"floor":                r.FloorSeconds > 0,
@@ -58,7 +71,8 @@ func TestBenchScaleSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "| 3 Glances |") || !strings.Contains(string(md), "all Ready, from the start of the apply") {
+	if !strings.Contains(string(md), "| 3 Glances |") || !strings.Contains(string(md), "all Ready, from the start of the apply") ||
+		!strings.Contains(string(md), "### Requests by verb and resource") {
 		t.Errorf("%s:\n%s", MarkdownFile, md)
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, SVGFile))

@@ -1,6 +1,7 @@
 package benchscale
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -86,8 +87,15 @@ func (r *Report) Markdown() string {
 	row("API requests / writes per Glance while converging", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f", x.RequestsPerGlance, x.WritesPerGlance)
 	})
+	row("requests answered 4xx/5xx per Glance while converging", func(x Result) string { return fmt.Sprintf("%.1f", x.FailedPerGlance) })
 	row("requests / writes per idle minute", func(x Result) string {
 		return fmt.Sprintf("%.0f / %.0f", x.IdleRequestsPerMinute, x.IdleWritesPerMinute)
+	})
+	row("client-go's count: requests / writes per Glance while converging", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f", x.Client.RequestsPerGlance, x.Client.WritesPerGlance)
+	})
+	row("client-go's count: requests / writes per idle minute", func(x Result) string {
+		return fmt.Sprintf("%.0f / %.0f", x.Client.IdleRequestsPerMinute, x.Client.IdleWritesPerMinute)
 	})
 	row("manager CPU while converging", func(x Result) string { return fmt.Sprintf("%.1f s", x.ManagerCPUSeconds) })
 	row("manager RSS / high-water mark", func(x Result) string {
@@ -99,8 +107,76 @@ func (r *Report) Markdown() string {
 		}
 		return fmt.Sprintf("%.0f B, heap %.0f B (%d Secrets)", x.UnrelatedBytesEach, x.UnrelatedHeapBytesEach, x.UnrelatedSecrets)
 	})
-	b.WriteString("\nAPI requests are the manager's own, counted by its client-go (rest_client_requests_total); pass times are estimated from the histograms' buckets.\n")
+	b.WriteString("\nAPI requests are the manager's own, counted by the API server from its audit log of the manager's ServiceAccount; " +
+		"writes are create, update, patch, delete and deletecollection; a watch is one request, counted when it is opened. " +
+		"client-go's count is the manager's rest_client_requests_total by HTTP method (a watch is a GET). " +
+		"Pass times are estimated from the histograms' buckets.\n")
+	r.requestsTable(&b)
 	return b.String()
+}
+
+// requestsTable is the manager's requests by verb and resource, a column
+// per count: per Glance while converging, and per idle minute.
+func (r *Report) requestsTable(b *strings.Builder) {
+	type key struct{ verb, resource string }
+	var keys []key
+	seen := map[key]bool{}
+	cells := make([]map[key]RequestRow, len(r.Results))
+	for i, res := range r.Results {
+		cells[i] = map[key]RequestRow{}
+		for _, row := range res.Requests {
+			k := key{row.Verb, row.Resource}
+			cells[i][k] = row
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	// The largest count's order: what dominates at scale comes first.
+	last := cells[len(cells)-1]
+	slices.SortStableFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(last[b].PerGlance, last[a].PerGlance), cmp.Compare(last[b].IdlePerMinute, last[a].IdlePerMinute))
+	})
+	b.WriteString("\n### Requests by verb and resource\n\n")
+	b.WriteString("Per Glance while converging / per idle minute, counted by the API server; a watch counts once, when it is opened, however long it stays open.\n\n")
+	b.WriteString("| verb | resource |")
+	for _, res := range r.Results {
+		fmt.Fprintf(b, " %d Glances |", res.Glances)
+	}
+	b.WriteString("\n|---|---|")
+	for range r.Results {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, k := range keys {
+		fmt.Fprintf(b, "| %s | %s |", k.verb, k.resource)
+		for i := range r.Results {
+			row, ok := cells[i][k]
+			if !ok {
+				b.WriteString(" - |")
+				continue
+			}
+			fmt.Fprintf(b, " %s / %s |", short(row.PerGlance), short(row.IdlePerMinute))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// short prints a count with the precision it needs: whole numbers bare,
+// small fractions to two places.
+func short(v float64) string {
+	switch {
+	case v == math.Trunc(v):
+		return fmt.Sprintf("%.0f", v)
+	case v < 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
 }
 
 // slowest is the step with the largest p95.

@@ -44,6 +44,11 @@ type ClusterOptions struct {
 	// have synced. It implies CRDs.CertManager. ClusterIssuers read their
 	// Secrets from CertManagerClusterResourceNamespace.
 	CertManager bool
+	// AuditUsers, when set, give kube-apiserver an audit log
+	// (Cluster.AuditLog, JSON lines of audit.k8s.io/v1 Events) of these
+	// users' requests, at level Metadata, one event per request and one
+	// more when a watch opens; nobody else's requests are logged.
+	AuditUsers []string
 }
 
 // CertManagerClusterResourceNamespace is where the cluster's cert-manager
@@ -63,6 +68,9 @@ type Cluster struct {
 	// CertManagerMetrics is the URL of the cert-manager controller's
 	// Prometheus metrics when ClusterOptions.CertManager started it.
 	CertManagerMetrics string
+	// AuditLog is the path of kube-apiserver's audit log when
+	// ClusterOptions.AuditUsers asked for one; empty otherwise.
+	AuditLog string
 
 	procs   []*process
 	tempDir bool
@@ -185,6 +193,14 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		"--enable-aggregator-routing=true",
 		// Without it a stop waits a minute for the clients' open watches.
 		"--shutdown-watch-termination-grace-period=5s",
+	}
+	if len(opts.AuditUsers) > 0 {
+		args, log, err := auditArgs(c.Dir, opts.AuditUsers)
+		if err != nil {
+			return nil, err
+		}
+		c.apiServerArgs = append(c.apiServerArgs, args...)
+		c.AuditLog = log
 	}
 	if err := c.start(bin, "kube-apiserver", c.apiServerArgs...); err != nil {
 		return nil, err

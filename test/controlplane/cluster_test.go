@@ -1,11 +1,14 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -25,10 +29,15 @@ import (
 // fails a Job on purpose.
 var failNamespaceStage = FailingPodStage("fail-namespace", `{key: .metadata.namespace, operator: In, values: ["doomed"]}`)
 
+// auditedUser is whose requests the second cluster's audit log records:
+// the scheduler's, which binds every pod exercise creates.
+const auditedUser = "system:kube-scheduler"
+
 // TestTwoClustersSideBySide starts two full local clusters at once and runs
 // pod lifecycles through kwok on each: Deployments reach Running, Jobs
 // complete, a labelled pod fails, an extra stage fails a namespace's Jobs,
-// and the garbage collector removes what a deleted Deployment owned.
+// and the garbage collector removes what a deleted Deployment owned. The
+// second cluster keeps an audit log of the scheduler's requests.
 func TestTwoClustersSideBySide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -61,7 +70,11 @@ func TestTwoClustersSideBySide(t *testing.T) {
 
 	for i := range clusters {
 		go func() {
-			c, err := StartCluster(ctx, ClusterOptions{Nodes: 2, KwokStages: []string{stage}})
+			opts := ClusterOptions{Nodes: 2, KwokStages: []string{stage}}
+			if i == 1 {
+				opts.AuditUsers = []string{auditedUser}
+			}
+			c, err := StartCluster(ctx, opts)
 			clusters[i] = c
 			errs <- err
 		}()
@@ -82,6 +95,7 @@ func TestTwoClustersSideBySide(t *testing.T) {
 		t.Run(fmt.Sprintf("cluster-%d", i), func(t *testing.T) {
 			t.Parallel()
 			exercise(ctx, t, c)
+			checkAuditLog(t, c, i == 1)
 		})
 	}
 }
@@ -192,4 +206,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		return nil
 	}, operatortest.Within(90*time.Second), operatortest.Every(250*time.Millisecond))
+}
+
+// checkAuditLog checks that a cluster asked for an audit log has one with
+// the audited user's requests only, one event per request (none at
+// RequestReceived), among them the scheduler's pod bindings; and that a
+// cluster not asked for one has none.
+func checkAuditLog(t *testing.T, c *Cluster, audited bool) {
+	t.Helper()
+	if !audited {
+		if c.AuditLog != "" {
+			t.Errorf("audit log %s without AuditUsers", c.AuditLog)
+		}
+		if _, err := os.Stat(filepath.Join(c.Dir, auditLogFile)); !os.IsNotExist(err) {
+			t.Errorf("%s written without AuditUsers (%v)", auditLogFile, err)
+		}
+		return
+	}
+	data, err := os.ReadFile(c.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler is still at work: its last event may be half written.
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
+	bindings := 0
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, line := range lines {
+		var ev auditv1.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%s: %v: %s", c.AuditLog, err, line)
+		}
+		if ev.User.Username != auditedUser {
+			t.Errorf("audit event of %s, want %s only", ev.User.Username, auditedUser)
+		}
+		if ev.Stage == auditv1.StageRequestReceived {
+			t.Errorf("audit event at %s: %s", ev.Stage, line)
+		}
+		if ev.Stage == auditv1.StageResponseComplete && ev.Verb == "create" && ev.ObjectRef != nil &&
+			ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Subresource == "binding" {
+			bindings++
+		}
+	}
+	// A Deployment of 3 and 3 Jobs: every pod was bound.
+	if bindings < 6 {
+		t.Errorf("%d pod bindings in %d audit events, want at least 6", bindings, len(lines))
+	}
 }

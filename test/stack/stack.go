@@ -56,6 +56,10 @@ type Options struct {
 	// as the chart's Deployments would (see helm.go), instead of applying
 	// only the chart's RBAC and registering the webhook by URL.
 	HelmInstall bool
+	// AuditManager gives kube-apiserver an audit log of glance-operator's
+	// requests, those of its ServiceAccount's user only, at
+	// Cluster.AuditLog (see controlplane.ClusterOptions.AuditUsers).
+	AuditManager bool
 }
 
 // Stack is a running cluster with the operator, the webhook and the
@@ -160,9 +164,16 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	} else {
 		say("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
 	}
-	s.Cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{
+	clusterOpts := controlplane.ClusterOptions{
 		Dir: s.Dir, Nodes: opts.Nodes, CRDs: crds, KwokStages: opts.KwokStages, CertManager: opts.HelmInstall,
-	})
+	}
+	if opts.AuditManager {
+		// The manager authenticates with a token of the chart's
+		// ServiceAccount (applyIdentities), known from the rendered chart
+		// before the cluster starts.
+		clusterOpts.AuditUsers = []string{ServiceAccountUser(ids.manager)}
+	}
+	s.Cluster, err = controlplane.StartCluster(ctx, clusterOpts)
 	buildErr := <-built
 	if err != nil {
 		return nil, errors.Join(err, buildErr)
