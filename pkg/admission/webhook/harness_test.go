@@ -36,6 +36,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // testCA issues serving certificates for 127.0.0.1 and localhost.
@@ -219,17 +220,7 @@ func (ts *testServer) servingSerial(ca *testCA) (*big.Int, error) {
 // suite.
 func waitFor(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	operatortest.Eventually(t, what, cond, operatortest.Within(time.Minute), operatortest.Every(50*time.Millisecond))
 }
 
 // receive waits for a value on ch; it fails the test when a minute passes
