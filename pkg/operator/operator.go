@@ -13,7 +13,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -128,23 +127,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 
-	// The user's Secrets and ConfigMaps are watched metadata-only in a cache
-	// of their own (the main cache holds only the operator's children), and
-	// read from the API server when a Glance needs them (a Secret once per
-	// resourceVersion).
-	referencesOptions := targetcluster.ReferencesCacheOptions(o.WatchNamespaces)
-	referencesOptions.Scheme, referencesOptions.Mapper = scheme, mgr.GetRESTMapper()
-	references, err := cache.New(cfg, referencesOptions)
-	if err != nil {
-		return nil, err
-	}
+	// The user's Secrets and ConfigMaps are watched metadata-only in caches
+	// of their own, one per namespace that holds a Glance (the main cache
+	// holds only the operator's children), and read from the API server
+	// when a Glance needs them (a Secret once per resourceVersion).
+	referencesOptions := targetcluster.ReferencesCacheOptions()
+	referencesOptions.Scheme, referencesOptions.Mapper, referencesOptions.HTTPClient = scheme, mgr.GetRESTMapper(), mgr.GetHTTPClient()
+	references := targetcluster.NewReferences(cfg, referencesOptions, o.WatchNamespaces)
 	if err := mgr.Add(references); err != nil {
 		return nil, err
 	}
 
 	management := &targetcluster.Cluster{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
-		Secrets: &targetcluster.SecretReader{Metadata: references, Reader: mgr.GetAPIReader()},
+		Secrets:    &targetcluster.SecretReader{Metadata: references, Reader: mgr.GetAPIReader()},
+		References: references,
 	}
 	// Without a clusters namespace no target is registered, so every
 	// targetClusterRef is refused.

@@ -68,17 +68,14 @@ func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 }
 
-// ReferencesCacheOptions scope the cache of the user's Secrets and
-// ConfigMaps in namespaces (empty means all). The main cache holds only the
-// operator's children, so these are watched here, metadata-only and
-// stripped to their identity; a Secret is read from the API server once per
-// resourceVersion (SecretReader), a ConfigMap when a Glance needs it.
-// Scheme, Mapper and HTTPClient are left to the caller.
-func ReferencesCacheOptions(namespaces []string) cache.Options {
-	return cache.Options{
-		DefaultNamespaces: namespaceConfigs(namespaces),
-		DefaultTransform:  StripToIdentity,
-	}
+// ReferencesCacheOptions are the options of each namespace's references
+// cache (see References): the user's Secrets and ConfigMaps, watched
+// there because the main cache holds only the operator's children,
+// metadata-only and stripped to their identity; a Secret is read from the
+// API server once per resourceVersion (SecretReader), a ConfigMap when a
+// Glance needs it. Scheme, Mapper and HTTPClient are left to the caller.
+func ReferencesCacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: StripToIdentity}
 }
 
 // ReferenceKinds are what the references cache holds: the user's Secrets

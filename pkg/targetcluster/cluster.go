@@ -39,6 +39,9 @@ type Cluster struct {
 	Reader client.Reader
 	// Secrets reads the user's Secrets, once per resourceVersion.
 	Secrets *SecretReader
+	// References watch the user's Secrets and ConfigMaps of the namespaces
+	// that hold a Glance.
+	References *References
 	// Scheme knows the child kinds.
 	Scheme *runtime.Scheme
 	// RESTMapper answers which optional APIs (ESO, mariadb-operator, Gateway
@@ -57,6 +60,15 @@ func (c *Cluster) GetSecret(ctx context.Context, key client.ObjectKey, s *corev1
 		return c.Reader.Get(ctx, key, s)
 	}
 	return c.Secrets.Get(ctx, key, s)
+}
+
+// WatchReferences makes sure the user's Secrets and ConfigMaps of
+// namespace are watched, before a pass there reads them.
+func (c *Cluster) WatchReferences(ctx context.Context, namespace string) error {
+	if c.References == nil {
+		return nil
+	}
+	return c.References.Ensure(ctx, namespace)
 }
 
 // IsManagement reports whether the children live beside the CR.

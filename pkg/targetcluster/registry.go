@@ -66,9 +66,9 @@ type Target struct {
 	// Cluster holds its client, the cache of the operator's children on it
 	// (scoped by CacheOptions), its API reader and its RESTMapper.
 	cluster.Cluster
-	// References is the metadata-only cache of the user's Secrets and
-	// ConfigMaps on it (scoped by ReferencesCacheOptions).
-	References cache.Cache
+	// References are the metadata-only caches of the user's Secrets and
+	// ConfigMaps on it, one per namespace that holds a Glance.
+	References *References
 }
 
 // Registry resolves a Glance to the management cluster or to a registered
@@ -443,14 +443,10 @@ func (r *Registry) build(rn *run) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := ReferencesCacheOptions(r.o.WatchNamespaces)
+	opts := ReferencesCacheOptions()
 	opts.Scheme, opts.Mapper, opts.HTTPClient = r.o.Scheme, c.GetRESTMapper(), rn.http
 	opts.DefaultWatchErrorHandler = watchError
-	refs, err := cache.New(rn.config, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Target{Name: rn.name, Cluster: c, References: refs}, nil
+	return &Target{Name: rn.name, Cluster: c, References: NewReferences(rn.config, opts, r.o.WatchNamespaces)}, nil
 }
 
 // run runs rn once the run before it (prev) has stopped, until rn's
@@ -558,6 +554,7 @@ func (r *Registry) connect(ctx context.Context, rn *run, wg *sync.WaitGroup) boo
 	rn.cluster = &Cluster{
 		Name: rn.name, Client: target.GetClient(), Reader: target.GetAPIReader(), Scheme: r.o.Scheme, RESTMapper: target.GetRESTMapper(),
 		Secrets:      &SecretReader{Metadata: target.References, Reader: target.GetAPIReader()},
+		References:   target.References,
 		ServiceProxy: &ServiceProxy{Host: target.GetConfig().Host, Client: target.GetHTTPClient()},
 	}
 	rn.mu.Unlock()
@@ -580,17 +577,12 @@ func (r *Registry) connect(ctx context.Context, rn *run, wg *sync.WaitGroup) boo
 			return false
 		}
 	}
-	return target.GetCache().WaitForCacheSync(ctx) && target.References.WaitForCacheSync(ctx)
+	return target.GetCache().WaitForCacheSync(ctx)
 }
 
 func startInformers(ctx context.Context, t *Target) error {
 	for _, obj := range CachedKinds() {
 		if _, err := t.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
-			return err
-		}
-	}
-	for _, obj := range ReferenceKinds() {
-		if _, err := t.References.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return err
 		}
 	}

@@ -133,6 +133,11 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	// The Secrets and ConfigMaps a pass reads, and whose changes wake it,
+	// are watched from the first pass in a namespace on.
+	if err := cluster.WatchReferences(ctx, g.Namespace); err != nil {
+		return ctrl.Result{}, err
+	}
 	return r.pipeline.Run(ctx, g, p)
 }
 

@@ -59,7 +59,7 @@ import (
 // Glances that read them, while their contents are read from the API server
 // (a Secret once per resourceVersion), so the operator's memory does not
 // grow with unrelated Secrets.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references cache.Cache, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references *targetcluster.References, opts controller.Options) error {
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
@@ -93,13 +93,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		// The API Service gaining its first ready endpoint, or losing its
 		// last, is what the HealthCheck waits for.
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(endpointSliceToGlance),
-			builder.WithPredicates(endpointReadinessChanged)).
-		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "Secret"),
-			handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances))).
-		WatchesRawSource(source.Kind(references, metadataOf("", "v1", "ConfigMap"),
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
-				return r.indexedGlances(v1alpha1.IndexGlanceConfigMap, nil)(ctx, cm)
-			})))
+			builder.WithPredicates(endpointReadinessChanged))
 
 	// The optional APIs are watched when installed at setup; without them
 	// the steps report what is missing through conditions.
@@ -132,15 +126,24 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		u.SetGroupVersionKind(gvk)
 		b = b.Owns(u)
 	}
-	if r.Targets == nil {
-		return b.Complete(r)
-	}
-	// A target's watches are added to the running controller when it
-	// connects; the queue source lets a stopped target wake its Glances.
+	// The user's Secrets and ConfigMaps are watched in each namespace's
+	// references cache as it starts, and a target's children once it
+	// connects: both are added to the running controller. The queue source
+	// lets a stopped target wake its Glances.
 	queue := &queueSource{}
 	ctl, err := b.WatchesRawSource(queue).Build(r)
 	if err != nil {
 		return err
+	}
+	references.OnNamespace(func(_ context.Context, c cache.Cache) {
+		for _, src := range r.referenceSources(c) {
+			if err := ctl.Watch(src); err != nil {
+				log.FromContext(ctx).Error(err, "watch the user's Secrets and ConfigMaps")
+			}
+		}
+	})
+	if r.Targets == nil {
+		return nil
 	}
 	r.Targets.OnStart(func(ctx context.Context, t *targetcluster.Target) {
 		r.watchTarget(ctx, ctl, t)
@@ -151,6 +154,19 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 	r.Targets.OnStop(func(name string) { r.enqueueTargeting(name, queue) })
 	r.Targets.OnReachabilityChange(func(name string) { r.enqueueTargeting(name, queue) })
 	return nil
+}
+
+// referenceSources watch the user's Secrets and ConfigMaps in a
+// namespace's references cache, mapped to the Glances (and, for a Secret,
+// the backends' Glances) that read them.
+func (r *Reconciler) referenceSources(c cache.Cache) []source.Source {
+	return []source.Source{
+		source.Kind(c, metadataOf("", "v1", "Secret"), handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances)),
+		source.Kind(c, metadataOf("", "v1", "ConfigMap"),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
+				return r.indexedGlances(v1alpha1.IndexGlanceConfigMap, nil)(ctx, cm)
+			})),
+	}
 }
 
 // Targets are the hooks of the target cluster registry.
@@ -175,12 +191,11 @@ func (r *Reconciler) watchTarget(ctx context.Context, ctl controller.Controller,
 		watch(source.Kind(t.GetCache(), obj, owned))
 	}
 	watch(source.Kind[client.Object](t.GetCache(), &discoveryv1.EndpointSlice{}, owned, endpointReadinessChanged))
-	watch(source.Kind(t.References, metadataOf("", "v1", "Secret"),
-		handler.TypedEnqueueRequestsFromMapFunc(r.secretToGlances)))
-	watch(source.Kind(t.References, metadataOf("", "v1", "ConfigMap"),
-		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
-			return r.indexedGlances(v1alpha1.IndexGlanceConfigMap, nil)(ctx, cm)
-		})))
+	t.References.OnNamespace(func(_ context.Context, c cache.Cache) {
+		for _, src := range r.referenceSources(c) {
+			watch(src)
+		}
+	})
 	for _, w := range optionalWatches() {
 		if _, err := t.GetRESTMapper().RESTMapping(w.gvk.GroupKind(), w.gvk.Version); err != nil {
 			continue

@@ -86,6 +86,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		cluster, err := r.Resolver.Resolve(ctx, parent.Spec.TargetClusterRef)
 		if err != nil {
 			p.waiting, p.waitingMsg = v1alpha1.ReasonTargetClusterUnavailable, err.Error()
+		} else if err := cluster.WatchReferences(ctx, b.Namespace); err != nil {
+			return ctrl.Result{}, err
 		}
 		p.cluster = cluster
 	}

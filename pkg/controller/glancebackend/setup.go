@@ -28,7 +28,7 @@ import (
 
 // SetupWithManager registers the controller. The Glance reconciler must be
 // set up first: it registers the field indexes this controller lists by.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references cache.Cache, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references *targetcluster.References, opts controller.Options) error {
 	r.pipeline = &pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]{
 		Stages: Steps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.BackendSubConditions,
 		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),
@@ -50,25 +50,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references cache.Cache, 
 		Watches(&v1alpha1.Glance{}, handler.EnqueueRequestsFromMapFunc(r.backendsOf(func(o client.Object) (string, string) {
 			return o.GetNamespace(), o.GetName()
 		}))).
-		Watches(&appsv1.Deployment{}, deploymentToBackends).
-		WatchesRawSource(source.Kind(references, secret, secretToBackends))
-	if r.Targets == nil {
-		return b.Complete(r)
-	}
+		Watches(&appsv1.Deployment{}, deploymentToBackends)
 	ctl, err := b.Build(r)
 	if err != nil {
 		return err
 	}
+	// The credentials Secrets are watched in each namespace's references
+	// cache as it starts.
+	watchSecrets := func(ctx context.Context, c cache.Cache) {
+		if err := ctl.Watch(source.Kind(c, secret.DeepCopy(), secretToBackends)); err != nil {
+			log.FromContext(ctx).Error(err, "watch the credentials Secrets")
+		}
+	}
+	references.OnNamespace(watchSecrets)
+	if r.Targets == nil {
+		return nil
+	}
 	// On a target the credentials Secret and the parent's Deployment are
 	// watched there, while it runs.
 	r.Targets.OnStart(func(ctx context.Context, t *targetcluster.Target) {
-		for _, src := range []source.Source{
-			source.Kind(t.References, secret.DeepCopy(), secretToBackends),
-			source.Kind[client.Object](t.GetCache(), &appsv1.Deployment{}, deploymentToBackends),
-		} {
-			if err := ctl.Watch(glance.TargetSource(ctx, src)); err != nil {
+		t.References.OnNamespace(func(_ context.Context, c cache.Cache) {
+			if err := ctl.Watch(glance.TargetSource(ctx, source.Kind(c, secret.DeepCopy(), secretToBackends))); err != nil {
 				log.FromContext(ctx).Error(err, "watch a target cluster", "cluster", t.Name)
 			}
+		})
+		if err := ctl.Watch(glance.TargetSource(ctx, source.Kind[client.Object](t.GetCache(), &appsv1.Deployment{}, deploymentToBackends))); err != nil {
+			log.FromContext(ctx).Error(err, "watch a target cluster", "cluster", t.Name)
 		}
 	})
 	return nil

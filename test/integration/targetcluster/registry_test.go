@@ -411,10 +411,18 @@ func TestRegister(t *testing.T) {
 	if err := c.Reader.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "user-config"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("uncached read of the user's ConfigMap: %v", err)
 	}
-	// The references cache holds the user's Secrets as bare metadata.
+	// The references caches hold the user's Secrets as bare metadata, of
+	// the namespaces a pass has asked for only.
+	unrelated := newNamespace(t, target.client)
+	if err := target.client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: unrelated}}); err != nil {
+		t.Fatal(err)
+	}
 	h.mu.Lock()
 	tg := h.targets["west"]
 	h.mu.Unlock()
+	if err := c.WatchReferences(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
 	operatortest.Eventually(t, "references", func() error {
 		secrets := &metav1.PartialObjectMetadataList{}
 		secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
@@ -431,6 +439,11 @@ func TestRegister(t *testing.T) {
 		}
 		return fmt.Errorf("user-secret not in the references cache")
 	}, operatortest.Within(10*time.Second))
+	unrelatedSecret := &metav1.PartialObjectMetadata{}
+	unrelatedSecret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := tg.References.Get(t.Context(), client.ObjectKey{Namespace: unrelated, Name: "unrelated"}, unrelatedSecret); !apierrors.IsNotFound(err) {
+		t.Errorf("a Secret of a namespace no pass asked for: %v, want NotFound (not watched)", err)
+	}
 
 	// Writes land on the target, owner-labelled, and not on the management
 	// cluster; a listener's watch on the target maps them to their owner.
