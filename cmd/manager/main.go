@@ -29,6 +29,7 @@ func run(args []string, stderr io.Writer) int {
 	var watchNamespaces string
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
+	fs.StringVar(&o.PprofAddress, "pprof-bind-address", "0", `address of Go's /debug/pprof profiling endpoints ("0" disables them); never expose it beyond the pod`)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect one active replica among several")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconciles each controller runs at once")

@@ -34,6 +34,9 @@ type Options struct {
 	MetricsAddress string
 	// HealthAddress serves /healthz and /readyz; "0" disables them.
 	HealthAddress string
+	// PprofAddress serves Go's /debug/pprof endpoints; "" or "0" disables
+	// them.
+	PprofAddress string
 	// LeaderElection makes one replica of several the active one.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -111,6 +114,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
 		HealthProbeBindAddress:  o.HealthAddress,
+		PprofBindAddress:        o.PprofAddress,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

@@ -37,6 +37,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
 	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/stack"
@@ -107,6 +108,12 @@ type Result struct {
 	// UnrelatedHeapBytesEach is the growth of the manager's heap in use
 	// (go_memstats_heap_inuse_bytes) per unrelated Secret.
 	UnrelatedHeapBytesEach float64 `json:"unrelatedHeapBytesEach"`
+	// CPUProfile is the manager's CPU profile over the first
+	// ProfileSeconds of the apply (see profile.go); ProfileTop its
+	// `go tool pprof -top`.
+	CPUProfile     string `json:"cpuProfile"`
+	ProfileSeconds int    `json:"profileSeconds"`
+	ProfileTop     string `json:"profileTop"`
 }
 
 // RequestRow is one verb and resource of the manager's requests, from the
@@ -210,7 +217,15 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	stk, err := stack.Start(ctx, stack.Options{Dir: dir, Nodes: res.Nodes, Progress: o.Progress, AuditManager: true})
+	ports, err := controlplane.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	pprofAddress := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	stk, err := stack.Start(ctx, stack.Options{
+		Dir: dir, Nodes: res.Nodes, Progress: o.Progress, AuditManager: true,
+		ManagerArgs: []string{"--pprof-bind-address=" + pprofAddress},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +265,8 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	readyCtx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	ready := watchReady(readyCtx, wc, n)
+	res.CPUProfile, res.ProfileSeconds = filepath.Join(dir, profileFile), profileSeconds(res.FloorSeconds)
+	profiled := captureProfile(ctx, pprofAddress, res.ProfileSeconds, res.CPUProfile)
 	start := time.Now()
 	o.say("%d Glances: applying ...", n)
 	if err := apply(ctx, cl, n); err != nil {
@@ -266,6 +283,12 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 
 	converging, err := audit.next()
 	if err != nil {
+		return nil, err
+	}
+	if err := <-profiled; err != nil {
+		return nil, err
+	}
+	if res.ProfileTop, err = profileTop(ctx, res.CPUProfile, 15); err != nil {
 		return nil, err
 	}
 	converged, err := stk.ManagerMetrics(ctx)

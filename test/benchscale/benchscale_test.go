@@ -62,6 +62,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 		"RSS":                  r.RSSKiB > 0 && r.HWMKiB >= r.RSSKiB,
 		"RSS after unrelated":  r.RSSAfterUnrelated > 0 && !math.IsNaN(r.UnrelatedBytesEach),
 		"idle writes measured": !math.IsNaN(r.IdleWritesPerMinute),
+		"CPU profile":          fileSize(r.CPUProfile) > 0 && r.ProfileSeconds > 0 && strings.Contains(r.ProfileTop, "flat%"),
 	} {
 		if !taken {
 			t.Errorf("%s not taken: %+v", name, r)
@@ -72,7 +73,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(md), "| 3 Glances |") || !strings.Contains(string(md), "all Ready, from the start of the apply") ||
-		!strings.Contains(string(md), "### Requests by verb and resource") {
+		!strings.Contains(string(md), "### Requests by verb and resource") || !strings.Contains(string(md), "### Where the manager's CPU goes") {
 		t.Errorf("%s:\n%s", MarkdownFile, md)
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, SVGFile))
@@ -82,4 +83,12 @@ func TestBenchScaleSmoke(t *testing.T) {
 	if !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "<polyline") {
 		t.Errorf("%s is no plot:\n%s", SVGFile, svg)
 	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

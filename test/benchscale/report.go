@@ -112,6 +112,11 @@ func (r *Report) Markdown() string {
 		"client-go's count is the manager's rest_client_requests_total by HTTP method (a watch is a GET). " +
 		"Pass times are estimated from the histograms' buckets.\n")
 	r.requestsTable(&b)
+	if last := r.Results[len(r.Results)-1]; last.ProfileTop != "" {
+		fmt.Fprintf(&b, "\n### Where the manager's CPU goes at %d Glances\n\n", last.Glances)
+		fmt.Fprintf(&b, "`go tool pprof -top` of its CPU profile over the first %d s of the apply (the floor, rounded up; `%s` in the count's directory):\n\n", last.ProfileSeconds, profileFile)
+		b.WriteString("```text\n" + last.ProfileTop + "\n```\n")
+	}
 	return b.String()
 }
 
