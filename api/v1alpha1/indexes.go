@@ -22,6 +22,12 @@ const (
 	// IndexGlanceTargetCluster indexes Glances by
 	// spec.targetClusterRef.name, so a stopped target wakes its Glances.
 	IndexGlanceTargetCluster = "spec.targetClusterRef.name"
+	// IndexChildComponent indexes the operator's ConfigMaps and Secrets, on
+	// every cluster, by "<Glance name>/<component>" when they carry that
+	// Glance's child labels: a Glance's history of one component is listed
+	// without matching the labels of every ConfigMap and Secret in its
+	// namespace.
+	IndexChildComponent = "glance.openstack.c5c3.io/child-component"
 )
 
 // Keys of a GlanceBackend's S3 credentials Secret.

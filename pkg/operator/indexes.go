@@ -3,14 +3,19 @@ package operator
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 // registerIndexes registers every field index the controllers and the
 // webhook lookups list by, before any controller is set up.
 func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := registerChildIndexes(ctx, indexer); err != nil {
+		return err
+	}
 	for _, ix := range []struct {
 		obj     client.Object
 		field   string
@@ -52,6 +57,24 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registerChildIndexes registers the indexes of the operator's children,
+// which every cluster's cache needs: the management cluster's and each
+// target's.
+func registerChildIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	childComponent := func(o client.Object) []string {
+		if key := render.ChildComponentOf(o.GetLabels()); key != "" {
+			return []string{key}
+		}
+		return nil
+	}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
+		if err := indexer.IndexField(ctx, obj, v1alpha1.IndexChildComponent, childComponent); err != nil {
 			return err
 		}
 	}

@@ -155,6 +155,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		registry, err := targetcluster.NewRegistry(mgr.GetConfig(), targetcluster.RegistryOptions{
 			Namespace: o.ClustersNamespace, Management: management, Scheme: scheme,
 			WatchNamespaces: o.WatchNamespaces, HTTPClient: mgr.GetHTTPClient(), Metrics: m.TargetClusters,
+			RegisterIndexes: registerChildIndexes,
 		})
 		if err != nil {
 			return nil, err

@@ -34,6 +34,25 @@ func ChildLabels(name, component string) map[string]string {
 	return l
 }
 
+// ChildComponent is the IndexChildComponent key of the Glance named
+// name's children of component.
+func ChildComponent(name, component string) string { return name + "/" + component }
+
+// ChildComponentOf is the IndexChildComponent key of an object with
+// labels: its ChildComponent when it carries all of ChildLabels, else "".
+func ChildComponentOf(labels map[string]string) string {
+	name, component := labels[LabelInstance], labels[LabelComponent]
+	if name == "" || component == "" {
+		return ""
+	}
+	for k, v := range ChildLabels(name, component) {
+		if labels[k] != v {
+			return ""
+		}
+	}
+	return ChildComponent(name, component)
+}
+
 // APIPodLabels are the labels of the glance-api pods of the Glance named name;
 // they also form the Deployment's selector.
 func APIPodLabels(name string) map[string]string {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -57,6 +58,9 @@ type RegistryOptions struct {
 	ConnectTimeout time.Duration
 	// Logger; the zero value means controller-runtime's log.
 	Logger logr.Logger
+	// RegisterIndexes registers the field indexes of the children on a
+	// target's cache before it starts; nil registers none.
+	RegisterIndexes func(context.Context, client.FieldIndexer) error
 }
 
 // Target is a registered target cluster while it runs.
@@ -442,6 +446,11 @@ func (r *Registry) build(rn *run) (*Target, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if r.o.RegisterIndexes != nil {
+		if err := r.o.RegisterIndexes(context.Background(), c.GetFieldIndexer()); err != nil {
+			return nil, err
+		}
 	}
 	opts := ReferencesCacheOptions()
 	opts.Scheme, opts.Mapper, opts.HTTPClient = r.o.Scheme, c.GetRESTMapper(), rn.http

@@ -44,7 +44,7 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	c := withChildIndex(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
 		WithStatusSubresource(&v1alpha1.GlanceBackend{}).
 		WithIndex(&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.GlanceBackend).Spec.GlanceRef.Name}
@@ -78,6 +78,18 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 }
 
 // testScheme knows the built-in kinds and the operator's.
+// withChildIndex gives a fake client the index the history of the
+// content-addressed children is listed by, as pkg/operator registers it.
+func withChildIndex(b *fake.ClientBuilder) *fake.ClientBuilder {
+	key := func(o client.Object) []string {
+		if k := render.ChildComponentOf(o.GetLabels()); k != "" {
+			return []string{k}
+		}
+		return nil
+	}
+	return b.WithIndex(&corev1.ConfigMap{}, v1alpha1.IndexChildComponent, key).WithIndex(&corev1.Secret{}, v1alpha1.IndexChildComponent, key)
+}
+
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -125,7 +137,7 @@ func backendsPass(t *testing.T, backends []backendSpec, objs ...client.Object) (
 	for _, b := range backends {
 		objs = append(objs, b.objects()...)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	c := withChildIndex(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			backends, ok := list.(*v1alpha1.GlanceBackendList)
 			if !ok {

@@ -92,7 +92,7 @@ func readLiveNames(ctx context.Context, p *pass, g *v1alpha1.Glance) (liveNames,
 // pruneHistory deletes the content-addressed children of a component beyond
 // the current one, the live one and the historyKept newest others.
 func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.ObjectList, component string, keep ...string) error {
-	if err := p.cluster.Client.List(ctx, list, client.InNamespace(g.Namespace), client.MatchingLabels(childLabels(g, component))); err != nil {
+	if err := p.cluster.Client.List(ctx, list, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexChildComponent: render.ChildComponent(g.Name, component)}); err != nil {
 		return fmt.Errorf("list %s history: %w", component, err)
 	}
 	var items []client.Object
