@@ -137,14 +137,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// when a Glance needs them (a Secret once per resourceVersion).
 	referencesOptions := targetcluster.ReferencesCacheOptions()
 	referencesOptions.Scheme, referencesOptions.Mapper, referencesOptions.HTTPClient = scheme, mgr.GetRESTMapper(), mgr.GetHTTPClient()
-	references := targetcluster.NewReferences(cfg, referencesOptions, o.WatchNamespaces)
+	references := targetcluster.NewReferences(cfg, referencesOptions, o.WatchNamespaces, mgr.GetAPIReader())
 	if err := mgr.Add(references); err != nil {
 		return nil, err
 	}
 
 	management := &targetcluster.Cluster{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: scheme, RESTMapper: mgr.GetRESTMapper(),
-		Secrets:    &targetcluster.SecretReader{Metadata: references, Reader: mgr.GetAPIReader()},
 		References: references,
 	}
 	// Without a clusters namespace no target is registered, so every

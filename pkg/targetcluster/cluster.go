@@ -37,10 +37,8 @@ type Cluster struct {
 	// Reader reads uncached: the user's ConfigMaps, which the cache does
 	// not hold, and what must not be read stale.
 	Reader client.Reader
-	// Secrets reads the user's Secrets, once per resourceVersion.
-	Secrets *SecretReader
 	// References watch the user's Secrets and ConfigMaps of the namespaces
-	// that hold a Glance.
+	// that hold a Glance, and read a Secret once per resourceVersion.
 	References *References
 	// Scheme knows the child kinds.
 	Scheme *runtime.Scheme
@@ -53,13 +51,13 @@ type Cluster struct {
 	ServiceProxy *ServiceProxy
 }
 
-// GetSecret reads a user's Secret through Secrets; a Cluster without one
-// reads it from Reader.
+// GetSecret reads a user's Secret through References; a Cluster without
+// them reads it from Reader.
 func (c *Cluster) GetSecret(ctx context.Context, key client.ObjectKey, s *corev1.Secret) error {
-	if c.Secrets == nil {
+	if c.References == nil {
 		return c.Reader.Get(ctx, key, s)
 	}
-	return c.Secrets.Get(ctx, key, s)
+	return c.References.Secrets.Get(ctx, key, s)
 }
 
 // WatchReferences makes sure the user's Secrets and ConfigMaps of

@@ -29,6 +29,9 @@ type References struct {
 	options cache.Options
 	// allowed are the namespaces served; nil serves every namespace.
 	allowed map[string]bool
+	// Secrets reads the user's Secrets, once per resourceVersion, by
+	// these caches' metadata.
+	Secrets *SecretReader
 
 	mu     sync.Mutex
 	ctx    context.Context
@@ -46,9 +49,11 @@ type namespaceReferences struct {
 
 // NewReferences serves namespaces (empty: all) with caches built from
 // options (ReferencesCacheOptions, with the scheme, mapper and HTTP client
-// filled in); each cache's namespace is its own.
-func NewReferences(cfg *rest.Config, options cache.Options, namespaces []string) *References {
+// filled in); each cache's namespace is its own. server reads a Secret's
+// contents from the API server.
+func NewReferences(cfg *rest.Config, options cache.Options, namespaces []string, server client.Reader) *References {
 	r := &References{cfg: cfg, options: options, caches: map[string]*namespaceReferences{}}
+	r.Secrets = &SecretReader{Metadata: r, Reader: server}
 	if len(namespaces) > 0 {
 		r.allowed = map[string]bool{}
 		for _, ns := range namespaces {

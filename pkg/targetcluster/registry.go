@@ -455,7 +455,7 @@ func (r *Registry) build(rn *run) (*Target, error) {
 	opts := ReferencesCacheOptions()
 	opts.Scheme, opts.Mapper, opts.HTTPClient = r.o.Scheme, c.GetRESTMapper(), rn.http
 	opts.DefaultWatchErrorHandler = watchError
-	return &Target{Name: rn.name, Cluster: c, References: NewReferences(rn.config, opts, r.o.WatchNamespaces)}, nil
+	return &Target{Name: rn.name, Cluster: c, References: NewReferences(rn.config, opts, r.o.WatchNamespaces, c.GetAPIReader())}, nil
 }
 
 // run runs rn once the run before it (prev) has stopped, until rn's
@@ -562,7 +562,6 @@ func (r *Registry) connect(ctx context.Context, rn *run, wg *sync.WaitGroup) boo
 	rn.target = target
 	rn.cluster = &Cluster{
 		Name: rn.name, Client: target.GetClient(), Reader: target.GetAPIReader(), Scheme: r.o.Scheme, RESTMapper: target.GetRESTMapper(),
-		Secrets:      &SecretReader{Metadata: target.References, Reader: target.GetAPIReader()},
 		References:   target.References,
 		ServiceProxy: &ServiceProxy{Host: target.GetConfig().Host, Client: target.GetHTTPClient()},
 	}

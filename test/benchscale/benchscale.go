@@ -254,11 +254,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if _, err := audit.next(); err != nil {
 		return nil, err
 	}
-	before, err := stk.ManagerMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	procBefore, err := readProcess(stk.ManagerPID())
+	before, procBefore, err := snapshot(ctx, stk)
 	if err != nil {
 		return nil, err
 	}
@@ -285,18 +281,15 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	converged, proc, err := snapshot(ctx, stk)
+	if err != nil {
+		return nil, err
+	}
+	// After the figures of converging: the profile may run on past it.
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
 	if res.ProfileTop, err = profileTop(ctx, res.CPUProfile, 15); err != nil {
-		return nil, err
-	}
-	converged, err := stk.ManagerMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	proc, err := readProcess(stk.ManagerPID())
-	if err != nil {
 		return nil, err
 	}
 	res.ManagerCPUSeconds = proc.CPUSeconds - procBefore.CPUSeconds
@@ -336,11 +329,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 
 	if o.UnrelatedSecrets > 0 {
 		o.say("%d Glances: %d unrelated Secrets ...", n, o.UnrelatedSecrets)
-		base, err := readProcess(stk.ManagerPID())
-		if err != nil {
-			return nil, err
-		}
-		baseMetrics, err := stk.ManagerMetrics(ctx)
+		baseMetrics, base, err := snapshot(ctx, stk)
 		if err != nil {
 			return nil, err
 		}
@@ -353,11 +342,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 		if err := sleep(ctx, 10*time.Second); err != nil {
 			return nil, err
 		}
-		after, err := readProcess(stk.ManagerPID())
-		if err != nil {
-			return nil, err
-		}
-		afterMetrics, err := stk.ManagerMetrics(ctx)
+		afterMetrics, after, err := snapshot(ctx, stk)
 		if err != nil {
 			return nil, err
 		}
@@ -368,6 +353,16 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 		res.UnrelatedHeapBytesEach = (gauge(afterMetrics, "go_memstats_heap_inuse_bytes") - gauge(baseMetrics, "go_memstats_heap_inuse_bytes")) / float64(o.UnrelatedSecrets)
 	}
 	return res, nil
+}
+
+// snapshot reads the manager's metrics and its process figures together.
+func snapshot(ctx context.Context, stk *stack.Stack) (map[string]*dto.MetricFamily, processStats, error) {
+	families, err := stk.ManagerMetrics(ctx)
+	if err != nil {
+		return nil, processStats{}, err
+	}
+	proc, err := readProcess(stk.ManagerPID())
+	return families, proc, err
 }
 
 func millis(seconds float64) float64 {

@@ -57,12 +57,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references *targetcluste
 	}
 	// The credentials Secrets are watched in each namespace's references
 	// cache as it starts.
-	watchSecrets := func(ctx context.Context, c cache.Cache) {
+	references.OnNamespace(func(ctx context.Context, c cache.Cache) {
 		if err := ctl.Watch(source.Kind(c, secret.DeepCopy(), secretToBackends)); err != nil {
 			log.FromContext(ctx).Error(err, "watch the credentials Secrets")
 		}
-	}
-	references.OnNamespace(watchSecrets)
+	})
 	if r.Targets == nil {
 		return nil
 	}
