@@ -33,6 +33,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect one active replica among several")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconciles each controller runs at once")
+	fs.DurationVar(&o.CoalesceEvents, "coalesce-events", operator.DefaultCoalesceEvents, "how long each watch event waits in a controller's queue, so the burst of events one change sets off wakes one pass (0: a pass per event)")
 	fs.StringVar(&watchNamespaces, "watch-namespace", "", "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.ClustersNamespace, "clusters-namespace", "glance-system", "namespace of the target clusters' kubeconfig Secrets")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", render.DefaultClusterDomain, "cluster DNS domain of Service names, for the health probe and status.endpoint")

@@ -24,6 +24,7 @@ func main() {
 	unrelated := fs.Int("unrelated-secrets", 10000, "2 KiB Secrets no Glance reads, created after the idle period")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound of each count's wait for all Ready")
 	floor := fs.Bool("floor", true, "measure each count's control-plane floor first: the same workloads applied directly, with no operator")
+	managerArgs := fs.String("manager-args", "", "extra glance-operator flags, space-separated, to compare settings")
 	if code, ok := startup.Parse(fs, os.Args[1:]); !ok {
 		os.Exit(code)
 	}
@@ -36,6 +37,7 @@ func main() {
 		}
 		o.Counts = append(o.Counts, n)
 	}
+	o.ManagerArgs = strings.Fields(*managerArgs)
 	o.Dir, o.Idle, o.UnrelatedSecrets, o.Timeout, o.Floor, o.Progress = *out, *idle, *unrelated, *timeout, *floor, os.Stdout
 	report, err := benchscale.Run(ctrl.SetupSignalHandler(), o)
 	if report != nil {

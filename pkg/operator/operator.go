@@ -42,6 +42,10 @@ type Options struct {
 	LeaderElectionNamespace string
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
+	// CoalesceEvents holds each watch event this long in a controller's
+	// queue, so the burst one change sets off wakes one pass; 0 wakes a
+	// pass per event, as controller-runtime does.
+	CoalesceEvents time.Duration
 	// WatchNamespaces restricts the operator to these namespaces; empty
 	// means all.
 	WatchNamespaces []string
@@ -164,7 +168,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 		resolver, targets = registry, registry
 	}
-	opts := controller.Options{MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation}
+	opts := controller.Options{
+		MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation,
+		NewQueue: newQueue(o.CoalesceEvents, mgr.GetLogger()),
+	}
 	var prober glance.Prober = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
 	if o.Prober != nil {
 		prober = o.Prober

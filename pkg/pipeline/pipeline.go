@@ -383,3 +383,31 @@ func SetCondition(obj Object, typ string, status metav1.ConditionStatus, reason,
 	})
 	obj.SetConditions(conds)
 }
+
+// Concurrently runs a step's independent calls at once, so a step that
+// writes several children waits for one round trip rather than one each,
+// and joins their errors in the order of fns. A panic in one is raised
+// again in the caller once all have returned, so the step's own recovery
+// reports it as it would any other.
+func Concurrently(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	panics := make([]any, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					panics[i] = fmt.Sprintf("%v\n%s", r, debug.Stack())
+				}
+			}()
+			errs[i] = fn()
+		})
+	}
+	wg.Wait()
+	for _, r := range panics {
+		if r != nil {
+			panic(r)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -107,6 +107,17 @@ func panicking(name, cond string) step {
 	}}
 }
 
+// panickingConcurrently panics in one of the calls it runs concurrently.
+func panickingConcurrently(name, cond string) step {
+	return step{Name: name, Condition: cond, Run: func(_ context.Context, _ glance, tr pass) (ctrl.Result, error) {
+		tr.add(name)
+		return ctrl.Result{}, pipeline.Concurrently(
+			func() error { return nil },
+			func() error { panic("s3cr3t-value") },
+		)
+	}}
+}
+
 // env is a fake API server holding one Glance, with every write counted.
 type env struct {
 	client client.Client
@@ -472,6 +483,9 @@ func TestPanicRecovery(t *testing.T) {
 				pipeline.Single(ok("Third", "ThirdReady")),
 			}
 		}},
+		{"call run concurrently", func() []stage {
+			return []stage{pipeline.Single(ok("First", condA)), pipeline.Single(panickingConcurrently("Boom", condB)), pipeline.Single(ok("Third", condC))}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, newGlance(), tc.stages()...)
@@ -511,6 +525,36 @@ func TestPanicRecovery(t *testing.T) {
 				t.Errorf("log lacks the panic value, the stack or the step:\n%s", out)
 			}
 		})
+	}
+}
+
+// Concurrently's calls run at once, and their errors come back joined in
+// the order of the calls.
+func TestConcurrently(t *testing.T) {
+	const n = 3
+	var started sync.WaitGroup
+	started.Add(n)
+	allStarted := make(chan struct{})
+	go func() { started.Wait(); close(allStarted) }()
+	first, third := errors.New("first"), errors.New("third")
+	call := func(err error) func() error {
+		return func() error {
+			started.Done()
+			select {
+			case <-allStarted:
+			case <-time.After(time.Minute):
+				// A hang guard: calls run one by one never all start.
+				return errors.New("the calls did not run at once")
+			}
+			return err
+		}
+	}
+	err := pipeline.Concurrently(call(first), call(nil), call(third))
+	if err == nil || err.Error() != "first\nthird" || !errors.Is(err, first) || !errors.Is(err, third) {
+		t.Fatalf("Concurrently = %v; want first and third, in that order", err)
+	}
+	if err := pipeline.Concurrently(); err != nil {
+		t.Fatalf("Concurrently() = %v, want nil", err)
 	}
 }
 

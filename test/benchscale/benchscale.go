@@ -60,6 +60,9 @@ type Options struct {
 	// Floor measures the control-plane floor of each count first, on a
 	// cluster of its own (see floor.go).
 	Floor bool
+	// ManagerArgs are extra glance-operator flags, to compare settings;
+	// the report names them.
+	ManagerArgs []string
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -155,7 +158,9 @@ type Report struct {
 	Taken   time.Time `json:"taken"`
 	CPUs    int       `json:"cpus"`
 	Replica string    `json:"setup"`
-	Results []Result  `json:"results"`
+	// ManagerArgs are the extra glance-operator flags of the run.
+	ManagerArgs []string `json:"managerArgs,omitempty"`
+	Results     []Result `json:"results"`
 }
 
 // setup says what each Glance is, for the report.
@@ -182,7 +187,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	r := &Report{Taken: time.Now().UTC(), CPUs: runtime.NumCPU(), Replica: setup}
+	r := &Report{Taken: time.Now().UTC(), CPUs: runtime.NumCPU(), Replica: setup, ManagerArgs: o.ManagerArgs}
 	for _, n := range o.Counts {
 		res, err := measure(ctx, o, n)
 		if err != nil {
@@ -224,7 +229,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	pprofAddress := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	stk, err := stack.Start(ctx, stack.Options{
 		Dir: dir, Nodes: res.Nodes, Progress: o.Progress, AuditManager: true,
-		ManagerArgs: []string{"--pprof-bind-address=" + pprofAddress},
+		ManagerArgs: append([]string{"--pprof-bind-address=" + pprofAddress}, o.ManagerArgs...),
 	})
 	if err != nil {
 		return nil, err

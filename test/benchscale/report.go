@@ -43,7 +43,11 @@ func (r *Report) Write(dir string) error {
 // Markdown is the report as a table, a column per count.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Taken %s on %d CPUs; %s.\n\n", r.Taken.Format("2006-01-02 15:04 UTC"), r.CPUs, r.Replica)
+	fmt.Fprintf(&b, "Taken %s on %d CPUs; %s.", r.Taken.Format("2006-01-02 15:04 UTC"), r.CPUs, r.Replica)
+	if len(r.ManagerArgs) > 0 {
+		fmt.Fprintf(&b, " The manager ran with %s.", strings.Join(r.ManagerArgs, " "))
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| figure |")
 	for _, res := range r.Results {
 		fmt.Fprintf(&b, " %d Glances |", res.Glances)

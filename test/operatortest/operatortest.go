@@ -80,6 +80,10 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 	if o.GracefulShutdownTimeout == 0 {
 		o.GracefulShutdownTimeout = 10 * time.Second
 	}
+	if o.CoalesceEvents == 0 {
+		// As the binary runs.
+		o.CoalesceEvents = operator.DefaultCoalesceEvents
+	}
 	o.SkipNameValidation = true
 	o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 		c, err := client.NewWithWatch(cfg, opts)
@@ -406,14 +410,23 @@ func (e *Env) Backend(name string, isDefault bool, secret string) *v1alpha1.Glan
 // reason, and returns it.
 func (e *Env) Condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
-	return e.waitCondition(&v1alpha1.Glance{}, "glance", "", typ, status, reason)
+	return e.waitCondition(&v1alpha1.Glance{}, "glance", "", typ, status, reason, "")
+}
+
+// ConditionSaying waits until the Glance reports the condition with status
+// and reason and a message that contains fragment, and returns it: for a
+// state that one reason covers on the way, such as backends projected while
+// a sibling's credentials are still pending.
+func (e *Env) ConditionSaying(typ string, status metav1.ConditionStatus, reason, fragment string) metav1.Condition {
+	e.t.Helper()
+	return e.waitCondition(&v1alpha1.Glance{}, "glance", "", typ, status, reason, fragment)
 }
 
 // BackendCondition waits until the GlanceBackend name reports the condition
 // with status and reason, and returns it.
 func (e *Env) BackendCondition(name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
-	return e.waitCondition(&v1alpha1.GlanceBackend{}, name, "backend "+name+" ", typ, status, reason)
+	return e.waitCondition(&v1alpha1.GlanceBackend{}, name, "backend "+name+" ", typ, status, reason, "")
 }
 
 // Conditioned is a CR with conditions: a Glance or a GlanceBackend.
@@ -423,18 +436,22 @@ type Conditioned interface {
 }
 
 // waitCondition waits until the CR name, of empty's kind, reports the
-// condition with status and reason, and returns it; what prefixes the
-// wait's description.
-func (e *Env) waitCondition(empty Conditioned, name, what, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+// condition with status and reason, and a message containing fragment, and
+// returns it; what prefixes the wait's description.
+func (e *Env) waitCondition(empty Conditioned, name, what, typ string, status metav1.ConditionStatus, reason, fragment string) metav1.Condition {
 	e.t.Helper()
 	var last *metav1.Condition
-	e.Eventually(fmt.Sprintf("%s%s=%s/%s", what, typ, status, reason), func() bool {
+	desc := fmt.Sprintf("%s%s=%s/%s", what, typ, status, reason)
+	if fragment != "" {
+		desc += fmt.Sprintf(" saying %q", fragment)
+	}
+	e.Eventually(desc, func() bool {
 		obj := empty.DeepCopyObject().(Conditioned)
 		if err := e.cl.Get(context.Background(), e.key(name), obj); err != nil {
 			return false
 		}
 		last = meta.FindStatusCondition(obj.GetConditions(), typ)
-		return last != nil && last.Status == status && last.Reason == reason
+		return last != nil && last.Status == status && last.Reason == reason && strings.Contains(last.Message, fragment)
 	}, func() string { return fmt.Sprintf("last %s: %+v", typ, last) })
 	return *last
 }

@@ -38,33 +38,35 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 		return terminalFailure(g, v1alpha1.ConditionDeploymentReady, v1alpha1.ReasonWaitingForDeployment, fmt.Sprintf("cannot render the Deployment: %v", err))
 	}
 	d := &appsv1.Deployment{}
-	if err := applySpec(ctx, p, g, desired, &desired.Spec, d, &d.Spec, func() {
-		if desired.Spec.Replicas == nil {
-			// Under an HPA the replica count is the autoscaler's.
-			desired.Spec.Replicas = d.Spec.Replicas
-		}
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-
 	svc := render.Service(g)
-	current := &corev1.Service{}
-	if err := applySpec(ctx, p, g, svc, &svc.Spec, current, &current.Spec, func() {
-		// The cluster IPs are the API server's and immutable.
-		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = current.Spec.ClusterIP, current.Spec.ClusterIPs
-		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = current.Spec.IPFamilies, current.Spec.IPFamilyPolicy
-	}); err != nil {
-		return ctrl.Result{}, err
-	}
-
+	currentSvc := &corev1.Service{}
 	pdb := render.PodDisruptionBudget(g)
 	currentPDB := &policyv1.PodDisruptionBudget{}
-	if err := applyChild(ctx, p, g, pdb, currentPDB, func() bool {
-		// minAvailable and maxUnavailable exclude each other, so compare
-		// both ways: a switch between them must be written.
-		return equality.Semantic.DeepDerivative(pdb.Spec, currentPDB.Spec) &&
-			(pdb.Spec.MinAvailable == nil) == (currentPDB.Spec.MinAvailable == nil)
-	}, func() { currentPDB.Spec = pdb.Spec }); err != nil {
+	if err := pipeline.Concurrently(
+		func() error {
+			return applySpec(ctx, p, g, desired, &desired.Spec, d, &d.Spec, func() {
+				if desired.Spec.Replicas == nil {
+					// Under an HPA the replica count is the autoscaler's.
+					desired.Spec.Replicas = d.Spec.Replicas
+				}
+			})
+		},
+		func() error {
+			return applySpec(ctx, p, g, svc, &svc.Spec, currentSvc, &currentSvc.Spec, func() {
+				// The cluster IPs are the API server's and immutable.
+				svc.Spec.ClusterIP, svc.Spec.ClusterIPs = currentSvc.Spec.ClusterIP, currentSvc.Spec.ClusterIPs
+				svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = currentSvc.Spec.IPFamilies, currentSvc.Spec.IPFamilyPolicy
+			})
+		},
+		func() error {
+			return applyChild(ctx, p, g, pdb, currentPDB, func() bool {
+				// minAvailable and maxUnavailable exclude each other, so
+				// compare both ways: a switch between them must be written.
+				return equality.Semantic.DeepDerivative(pdb.Spec, currentPDB.Spec) &&
+					(pdb.Spec.MinAvailable == nil) == (currentPDB.Spec.MinAvailable == nil)
+			}, func() { currentPDB.Spec = pdb.Spec })
+		},
+	); err != nil {
 		return ctrl.Result{}, err
 	}
 

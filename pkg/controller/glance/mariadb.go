@@ -84,13 +84,21 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q is not Ready: %s", ref.Name, msg))
 	}
 
-	var notReady []string
-	for _, obj := range render.DatabaseObjects(g, p.dbUsername) {
-		ready, err := applyDatabaseObject(ctx, p, g, obj)
-		if err != nil {
-			return false, err
+	objs := render.DatabaseObjects(g, p.dbUsername)
+	ready := make([]bool, len(objs))
+	applies := make([]func() error, len(objs))
+	for i, obj := range objs {
+		applies[i] = func() (err error) {
+			ready[i], err = applyDatabaseObject(ctx, p, g, obj)
+			return err
 		}
-		if !ready {
+	}
+	if err := pipeline.Concurrently(applies...); err != nil {
+		return false, err
+	}
+	var notReady []string
+	for i, obj := range objs {
+		if !ready[i] {
 			notReady = append(notReady, obj.GetKind()+" "+obj.GetName())
 		}
 	}

@@ -60,7 +60,7 @@ type Reconciler struct {
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
-	written    writtenVersions
+	written    pipeline.WrittenVersions
 }
 
 // pass is the state of one reconcile: where the children live and what the
@@ -89,20 +89,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	g := &v1alpha1.Glance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("glance", req.NamespacedName))
-	if r.written.stale(req.NamespacedName, g.ResourceVersion) {
+	if r.written.Stale(req.NamespacedName, g.ResourceVersion) {
 		log.FromContext(ctx).V(1).Info("Cached Glance is older than this manager's last write; waiting for the cache", "resourceVersion", g.ResourceVersion)
-		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
+		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
 	}
 	result, err := r.reconcile(ctx, g)
 	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {
-		r.written.record(req.NamespacedName, g.ResourceVersion)
+		r.written.Record(req.NamespacedName, g.ResourceVersion)
 	} else {
-		r.written.forget(req.NamespacedName)
+		r.written.Forget(req.NamespacedName)
 	}
 	return result, err
 }

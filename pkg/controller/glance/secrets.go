@@ -55,24 +55,32 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 	}
 
 	db := g.Spec.Database.SecretRef
-	dbData, msg, err := readSecretKeys(ctx, p, g.Namespace, db.Name, v1alpha1.DefaultDatabaseUsernameKey, cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey))
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if msg != "" {
-		return waiting(v1alpha1.ReasonWaitingForDBCredentials, msg)
-	}
-	p.dbUsername = dbData[v1alpha1.DefaultDatabaseUsernameKey]
-	p.dbPassword = dbData[cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)]
-
+	dbKey := cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)
 	su := g.Spec.ServiceUser.SecretRef
 	suKey := cmp.Or(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
-	suData, msg, err := readSecretKeys(ctx, p, g.Namespace, su.Name, suKey)
-	if err != nil {
+	// Both are read at once: each is a round trip to the API server when
+	// its resourceVersion is new.
+	var dbData, suData map[string]string
+	var dbMsg, suMsg string
+	if err := pipeline.Concurrently(
+		func() (err error) {
+			dbData, dbMsg, err = readSecretKeys(ctx, p, g.Namespace, db.Name, v1alpha1.DefaultDatabaseUsernameKey, dbKey)
+			return err
+		},
+		func() (err error) {
+			suData, suMsg, err = readSecretKeys(ctx, p, g.Namespace, su.Name, suKey)
+			return err
+		},
+	); err != nil {
 		return ctrl.Result{}, err
 	}
-	if msg != "" {
-		return waiting(v1alpha1.ReasonWaitingForServiceUserCredentials, msg)
+	if dbMsg != "" {
+		return waiting(v1alpha1.ReasonWaitingForDBCredentials, dbMsg)
+	}
+	p.dbUsername = dbData[v1alpha1.DefaultDatabaseUsernameKey]
+	p.dbPassword = dbData[dbKey]
+	if suMsg != "" {
+		return waiting(v1alpha1.ReasonWaitingForServiceUserCredentials, suMsg)
 	}
 	p.authtokenHash = digest(suData[suKey])
 

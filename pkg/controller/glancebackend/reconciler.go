@@ -45,6 +45,7 @@ type Reconciler struct {
 	Metrics *metrics.Metrics
 
 	pipeline *pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]
+	written  pipeline.WrittenVersions
 }
 
 // pass is the state of one reconcile.
@@ -68,10 +69,19 @@ var Steps = []pipeline.Stage[*v1alpha1.GlanceBackend, *pass]{
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	b := &v1alpha1.GlanceBackend{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
+		r.written.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
+	}
+	// A pass on a copy older than the last status write would write that
+	// status again.
+	if r.written.Stale(req.NamespacedName, b.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
 	}
 	p := &pass{}
 	parent := &v1alpha1.Glance{}
@@ -91,7 +101,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		p.cluster = cluster
 	}
-	return r.pipeline.Run(ctx, b, p)
+	result, err := r.pipeline.Run(ctx, b, p)
+	r.written.Record(req.NamespacedName, b.ResourceVersion)
+	return result, err
 }
 
 func reconcileCredentials(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass) (ctrl.Result, error) {
