@@ -95,19 +95,29 @@ type Result struct {
 	Requests []RequestRow `json:"requestsByVerbAndResource"`
 	// Client are the same figures as the manager's client-go counts them.
 	Client ClientRequests `json:"client"`
+	// APIMillis is how long the manager's requests to the API server took
+	// while converging, as its client saw them
+	// (rest_client_request_duration_seconds; watches excluded), and
+	// ThrottleMillis how long its client-side rate limit held them back
+	// (rest_client_rate_limiter_duration_seconds).
+	APIMillis      Distribution `json:"apiMillis"`
+	ThrottleMillis Distribution `json:"throttleMillis"`
 	// PassMillis is the Glance controller's reconcile time per pass while
 	// converging (controller_runtime_reconcile_time_seconds); StepMillisP95
 	// the p95 of each pipeline step (glance_operator_reconcile_duration_seconds).
-	PassMillis         Distribution       `json:"passMillis"`
-	BackendPassMillis  Distribution       `json:"backendPassMillis"`
-	StepMillisP95      map[string]float64 `json:"stepMillisP95"`
-	Passes             float64            `json:"passes"`
-	ManagerCPUSeconds  float64            `json:"managerCPUSeconds"`
-	RSSKiB             int64              `json:"rssKiB"`
-	HWMKiB             int64              `json:"hwmKiB"`
-	UnrelatedSecrets   int                `json:"unrelatedSecrets"`
-	RSSAfterUnrelated  int64              `json:"rssAfterUnrelatedKiB"`
-	UnrelatedBytesEach float64            `json:"unrelatedBytesEach"`
+	PassMillis        Distribution       `json:"passMillis"`
+	BackendPassMillis Distribution       `json:"backendPassMillis"`
+	StepMillisP95     map[string]float64 `json:"stepMillisP95"`
+	Passes            float64            `json:"passes"`
+	// PassSecondsPerGlance is the time the Glance controller's workers
+	// spent on each Glance while converging: the passes' durations summed.
+	PassSecondsPerGlance float64 `json:"passSecondsPerGlance"`
+	ManagerCPUSeconds    float64 `json:"managerCPUSeconds"`
+	RSSKiB               int64   `json:"rssKiB"`
+	HWMKiB               int64   `json:"hwmKiB"`
+	UnrelatedSecrets     int     `json:"unrelatedSecrets"`
+	RSSAfterUnrelated    int64   `json:"rssAfterUnrelatedKiB"`
+	UnrelatedBytesEach   float64 `json:"unrelatedBytesEach"`
 	// UnrelatedHeapBytesEach is the growth of the manager's heap in use
 	// (go_memstats_heap_inuse_bytes) per unrelated Secret.
 	UnrelatedHeapBytesEach float64 `json:"unrelatedHeapBytesEach"`
@@ -307,11 +317,17 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	passes := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}).
 		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}))
 	res.Passes = passes.count / float64(n)
+	res.PassSecondsPerGlance = passes.sum / float64(n)
 	res.PassMillis = Distribution{P50: millis(passes.quantile(0.5)), P95: millis(passes.quantile(0.95))}
 	backend := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}).
 		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}))
 	res.BackendPassMillis = Distribution{P50: millis(backend.quantile(0.5)), P95: millis(backend.quantile(0.95))}
 	res.StepMillisP95 = stepP95(converged, before)
+	hostOnly := map[string]string{"host": host.Host}
+	api := histogramOf(converged, "rest_client_request_duration_seconds", hostOnly).minus(histogramOf(before, "rest_client_request_duration_seconds", hostOnly))
+	res.APIMillis = Distribution{P50: millis(api.quantile(0.5)), P95: millis(api.quantile(0.95))}
+	throttle := histogramOf(converged, "rest_client_rate_limiter_duration_seconds", hostOnly).minus(histogramOf(before, "rest_client_rate_limiter_duration_seconds", hostOnly))
+	res.ThrottleMillis = Distribution{P50: millis(throttle.quantile(0.5)), P95: millis(throttle.quantile(0.95))}
 
 	o.say("%d Glances: %s at rest ...", n, o.Idle)
 	if err := sleep(ctx, o.Idle); err != nil {

@@ -58,6 +58,7 @@ type histogram struct {
 	bounds []float64
 	counts []float64 // cumulative, per bound
 	count  float64
+	sum    float64
 }
 
 // histogramOf sums the series of a histogram family matching want.
@@ -72,6 +73,7 @@ func histogramOf(families map[string]*dto.MetricFamily, name string, want map[st
 			byBound[b.GetUpperBound()] += float64(b.GetCumulativeCount())
 		}
 		h.count += float64(m.GetHistogram().GetSampleCount())
+		h.sum += m.GetHistogram().GetSampleSum()
 	}
 	for b := range byBound {
 		h.bounds = append(h.bounds, b)
@@ -86,7 +88,7 @@ func histogramOf(families map[string]*dto.MetricFamily, name string, want map[st
 // minus is h with an earlier reading of the same histogram taken away:
 // the observations between the two.
 func (h histogram) minus(earlier histogram) histogram {
-	out := histogram{bounds: h.bounds, count: h.count - earlier.count}
+	out := histogram{bounds: h.bounds, count: h.count - earlier.count, sum: h.sum - earlier.sum}
 	for i, b := range h.bounds {
 		c := h.counts[i]
 		if j := slices.Index(earlier.bounds, b); j >= 0 {

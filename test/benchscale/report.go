@@ -77,7 +77,12 @@ func (r *Report) Markdown() string {
 	row("Glance reconcile pass p50 / p95", func(x Result) string {
 		return fmt.Sprintf("%.0f / %.0f ms", x.PassMillis.P50, x.PassMillis.P95)
 	})
-	row("passes per Glance", func(x Result) string { return fmt.Sprintf("%.1f", x.Passes) })
+	row("passes per Glance, and the workers' time on each", func(x Result) string {
+		return fmt.Sprintf("%.1f, %.0f ms", x.Passes, x.PassSecondsPerGlance*1000)
+	})
+	row("manager's API requests p50 / p95, and its client-side rate limit's wait p95", func(x Result) string {
+		return fmt.Sprintf("%.1f / %.1f ms, wait %.1f ms", x.APIMillis.P50, x.APIMillis.P95, x.ThrottleMillis.P95)
+	})
 	row("GlanceBackend reconcile pass p50 / p95", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f ms", x.BackendPassMillis.P50, x.BackendPassMillis.P95)
 	})
