@@ -22,12 +22,15 @@ const (
 	// IndexGlanceTargetCluster indexes Glances by
 	// spec.targetClusterRef.name, so a stopped target wakes its Glances.
 	IndexGlanceTargetCluster = "spec.targetClusterRef.name"
-	// IndexChildComponent indexes the operator's ConfigMaps and Secrets, on
-	// every cluster, by "<Glance name>/<component>" when they carry that
-	// Glance's child labels: a Glance's history of one component is listed
-	// without matching the labels of every ConfigMap and Secret in its
-	// namespace.
+	// IndexChildComponent indexes the operator's ConfigMaps, Secrets and
+	// Jobs, on every cluster, by "<Glance name>/<component>" when they carry
+	// that Glance's child labels: a Glance's history of one component, or
+	// its db-purge runs, are listed without matching the labels of every
+	// object of the kind in its namespace.
 	IndexChildComponent = "glance.openstack.c5c3.io/child-component"
+	// IndexEndpointSliceService indexes EndpointSlices, on every cluster, by
+	// the Service they belong to.
+	IndexEndpointSliceService = "glance.openstack.c5c3.io/endpointslice-service"
 )
 
 // Keys of a GlanceBackend's S3 credentials Secret.

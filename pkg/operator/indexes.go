@@ -3,7 +3,9 @@ package operator
 import (
 	"context"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -67,16 +69,10 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 // which every cluster's cache needs: the management cluster's and each
 // target's.
 func registerChildIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	childComponent := func(o client.Object) []string {
-		if key := render.ChildComponentOf(o.GetLabels()); key != "" {
-			return []string{key}
-		}
-		return nil
-	}
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-		if err := indexer.IndexField(ctx, obj, v1alpha1.IndexChildComponent, childComponent); err != nil {
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &batchv1.Job{}} {
+		if err := indexer.IndexField(ctx, obj, v1alpha1.IndexChildComponent, render.ChildComponentIndex); err != nil {
 			return err
 		}
 	}
-	return nil
+	return indexer.IndexField(ctx, &discoveryv1.EndpointSlice{}, v1alpha1.IndexEndpointSliceService, render.EndpointSliceServiceIndex)
 }

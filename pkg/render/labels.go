@@ -2,6 +2,11 @@
 // and resolved facts. Builders are pure: no client calls.
 package render
 
+import (
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
 // Label keys the operator sets on everything it creates.
 const (
 	LabelName      = "app.kubernetes.io/name"
@@ -51,6 +56,24 @@ func ChildComponentOf(labels map[string]string) string {
 		}
 	}
 	return ChildComponent(name, component)
+}
+
+// ChildComponentIndex extracts the IndexChildComponent key of a child.
+func ChildComponentIndex(o client.Object) []string {
+	if key := ChildComponentOf(o.GetLabels()); key != "" {
+		return []string{key}
+	}
+	return nil
+}
+
+// EndpointSliceServiceIndex extracts the IndexEndpointSliceService key of
+// an EndpointSlice: the Service it belongs to, by the label the EndpointSlice
+// controller sets.
+func EndpointSliceServiceIndex(o client.Object) []string {
+	if service := o.GetLabels()[discoveryv1.LabelServiceName]; service != "" {
+		return []string{service}
+	}
+	return nil
 }
 
 // APIPodLabels are the labels of the glance-api pods of the Glance named name;

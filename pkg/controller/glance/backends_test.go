@@ -8,7 +8,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +46,7 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alpha-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "beta-s3"}, Data: map[string][]byte{v1alpha1.S3AccessKeyIDKey: []byte("ak"), v1alpha1.S3SecretAccessKeyKey: []byte("sk")}},
 	}
-	c := withChildIndex(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
+	c := withIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
 		WithStatusSubresource(&v1alpha1.GlanceBackend{}).
 		WithIndex(&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, func(o client.Object) []string {
 			return []string{o.(*v1alpha1.GlanceBackend).Spec.GlanceRef.Name}
@@ -77,19 +79,16 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 	}
 }
 
-// testScheme knows the built-in kinds and the operator's.
-// withChildIndex gives a fake client the index the history of the
-// content-addressed children is listed by, as pkg/operator registers it.
-func withChildIndex(b *fake.ClientBuilder) *fake.ClientBuilder {
-	key := func(o client.Object) []string {
-		if k := render.ChildComponentOf(o.GetLabels()); k != "" {
-			return []string{k}
-		}
-		return nil
+// withIndexes gives a fake client the field indexes of the children the
+// steps list by, as pkg/operator registers them.
+func withIndexes(b *fake.ClientBuilder) *fake.ClientBuilder {
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &batchv1.Job{}} {
+		b = b.WithIndex(obj, v1alpha1.IndexChildComponent, render.ChildComponentIndex)
 	}
-	return b.WithIndex(&corev1.ConfigMap{}, v1alpha1.IndexChildComponent, key).WithIndex(&corev1.Secret{}, v1alpha1.IndexChildComponent, key)
+	return b.WithIndex(&discoveryv1.EndpointSlice{}, v1alpha1.IndexEndpointSliceService, render.EndpointSliceServiceIndex)
 }
 
+// testScheme knows the built-in kinds and the operator's.
 func testScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -137,7 +136,7 @@ func backendsPass(t *testing.T, backends []backendSpec, objs ...client.Object) (
 	for _, b := range backends {
 		objs = append(objs, b.objects()...)
 	}
-	c := withChildIndex(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
+	c := withIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			backends, ok := list.(*v1alpha1.GlanceBackendList)
 			if !ok {

@@ -54,7 +54,7 @@ func withJob(j *batchv1.Job, edit func(*batchv1.Job)) *batchv1.Job {
 func jobPass(t *testing.T, w *writeCounter, funcs interceptor.Funcs, objs ...client.Object) (*pass, client.Client) {
 	t.Helper()
 	scheme := testScheme(t)
-	server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	server := withIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).Build()
 	c := interceptor.NewClient(interceptor.NewClient(server.(client.WithWatch), funcs), w.funcs())
 	return &pass{cluster: &targetcluster.Cluster{Client: c, Reader: server, Scheme: scheme}}, server
 }

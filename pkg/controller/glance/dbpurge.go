@@ -71,11 +71,11 @@ type purgeRun struct {
 	state string
 }
 
-// purgeRuns lists the Jobs with the Glance's common labels that the CronJob
-// controls, oldest first.
+// purgeRuns lists the Jobs with the Glance's db-purge labels that the
+// CronJob controls, oldest first.
 func purgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, cj *batchv1.CronJob) ([]purgeRun, error) {
 	var list batchv1.JobList
-	if err := p.cluster.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels(render.CommonLabels(g.Name))); err != nil {
+	if err := p.cluster.Client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexChildComponent: render.ChildComponent(g.Name, render.ComponentDBPurge)}); err != nil {
 		return nil, fmt.Errorf("list db-purge Jobs: %w", err)
 	}
 	var runs []purgeRun

@@ -32,7 +32,7 @@ const purgeCronJobUID = types.UID("cronjob-uid")
 func purgeJob(name string, controller types.UID, scheduled string, created time.Time, conditions ...batchv1.JobConditionType) *batchv1.Job {
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "openstack", Name: name, UID: types.UID(name + "-uid"),
-		Labels:            render.CommonLabels("glance"),
+		Labels:            render.ChildLabels("glance", render.ComponentDBPurge),
 		CreationTimestamp: metav1.Time{Time: created},
 	}}
 	if controller != "" {

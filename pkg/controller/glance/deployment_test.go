@@ -204,7 +204,7 @@ func newApplyScene(t *testing.T, target string, objs ...client.Object) *applySce
 	scheme := testScheme(t)
 	g := fixtures.NewGlance("openstack", "glance", "2025.2")
 	g.UID = "glance-uid"
-	server := withChildIndex(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).Build()
+	server := withIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).Build()
 	w := &writeCounter{}
 	counted := interceptor.NewClient(server.(client.WithWatch), w.funcs())
 	return &applyScene{

@@ -182,7 +182,7 @@ func reconcileHealthCheck(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctr
 func endpointsNotReady(ctx context.Context, g *v1alpha1.Glance, p *pass) (string, error) {
 	service := render.Service(g).Name
 	var slices discoveryv1.EndpointSliceList
-	if err := p.cluster.Client.List(ctx, &slices, client.InNamespace(g.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+	if err := p.cluster.Client.List(ctx, &slices, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexEndpointSliceService: service}); err != nil {
 		return "", fmt.Errorf("list the EndpointSlices of Service %s: %w", service, err)
 	}
 	endpoints := 0

@@ -73,7 +73,7 @@ func newHealthScene(t *testing.T, objs ...client.Object) *healthScene {
 	scheme := testScheme(t)
 	s := &healthScene{t: t, g: fixtures.NewGlance("openstack", "glance", "2025.2"), prober: &countingProber{code: http.StatusOK}, now: time.Unix(1_800_000_000, 0)}
 	s.g.UID = "uid-1"
-	s.c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	s.c = withIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).Build()
 	s.p = &pass{
 		r:       &Reconciler{Prober: s.prober, Probes: NewProbeCacheWithClock(func() time.Time { return s.now })},
 		cluster: &targetcluster.Cluster{Client: s.c, Reader: s.c, Scheme: scheme},
