@@ -323,24 +323,40 @@ func TestParallelMergesEveryConditionWhenAMemberFails(t *testing.T) {
 	}
 }
 
+// barrier is where n concurrent callers meet: arrive returns true once all
+// have arrived, and false if they never do (callers run one after another
+// never get past the first), after a minute that only guards against a hang.
+type barrier struct {
+	arrived  sync.WaitGroup
+	together chan struct{}
+}
+
+func newBarrier(n int) *barrier {
+	b := &barrier{together: make(chan struct{})}
+	b.arrived.Add(n)
+	go func() { b.arrived.Wait(); close(b.together) }()
+	return b
+}
+
+func (b *barrier) arrive() bool {
+	b.arrived.Done()
+	select {
+	case <-b.together:
+		return true
+	case <-time.After(time.Minute):
+		return false
+	}
+}
+
 func TestParallelMembersRunConcurrentlyOnCopies(t *testing.T) {
-	const members = 3
-	var started sync.WaitGroup
-	started.Add(members)
-	allStarted := make(chan struct{})
-	go func() { started.Wait(); close(allStarted) }()
+	together := newBarrier(3)
 	primary := newGlance()
 	var mu sync.Mutex
 	var seen []glance
 	member := func(name, cond string) step {
 		return step{Name: name, Condition: cond, Run: func(_ context.Context, g glance, tr pass) (ctrl.Result, error) {
 			tr.add(name)
-			started.Done()
-			// Each member waits for all: members run one after another would
-			// never get past this.
-			select {
-			case <-allStarted:
-			case <-time.After(30 * time.Second):
+			if !together.arrive() {
 				return ctrl.Result{}, errors.New("members did not run concurrently")
 			}
 			mu.Lock()
@@ -531,19 +547,11 @@ func TestPanicRecovery(t *testing.T) {
 // Concurrently's calls run at once, and their errors come back joined in
 // the order of the calls.
 func TestConcurrently(t *testing.T) {
-	const n = 3
-	var started sync.WaitGroup
-	started.Add(n)
-	allStarted := make(chan struct{})
-	go func() { started.Wait(); close(allStarted) }()
+	together := newBarrier(3)
 	first, third := errors.New("first"), errors.New("third")
 	call := func(err error) func() error {
 		return func() error {
-			started.Done()
-			select {
-			case <-allStarted:
-			case <-time.After(time.Minute):
-				// A hang guard: calls run one by one never all start.
+			if !together.arrive() {
 				return errors.New("the calls did not run at once")
 			}
 			return err

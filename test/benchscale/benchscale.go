@@ -314,20 +314,15 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	res.Client.RequestsByMethod = diff(requestsByMethod(converged, host.Host), requestsByMethod(before, host.Host))
 	total, clientWrites := requestTotals(res.Client.RequestsByMethod)
 	res.Client.RequestsPerGlance, res.Client.WritesPerGlance = total/float64(n), clientWrites/float64(n)
-	passes := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}).
-		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"}))
+	passes := histogramBetween(before, converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glance"})
 	res.Passes = passes.count / float64(n)
 	res.PassSecondsPerGlance = passes.sum / float64(n)
-	res.PassMillis = Distribution{P50: millis(passes.quantile(0.5)), P95: millis(passes.quantile(0.95))}
-	backend := histogramOf(converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}).
-		minus(histogramOf(before, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}))
-	res.BackendPassMillis = Distribution{P50: millis(backend.quantile(0.5)), P95: millis(backend.quantile(0.95))}
+	res.PassMillis = passes.millis()
+	res.BackendPassMillis = histogramBetween(before, converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}).millis()
 	res.StepMillisP95 = stepP95(converged, before)
 	hostOnly := map[string]string{"host": host.Host}
-	api := histogramOf(converged, "rest_client_request_duration_seconds", hostOnly).minus(histogramOf(before, "rest_client_request_duration_seconds", hostOnly))
-	res.APIMillis = Distribution{P50: millis(api.quantile(0.5)), P95: millis(api.quantile(0.95))}
-	throttle := histogramOf(converged, "rest_client_rate_limiter_duration_seconds", hostOnly).minus(histogramOf(before, "rest_client_rate_limiter_duration_seconds", hostOnly))
-	res.ThrottleMillis = Distribution{P50: millis(throttle.quantile(0.5)), P95: millis(throttle.quantile(0.95))}
+	res.APIMillis = histogramBetween(before, converged, "rest_client_request_duration_seconds", hostOnly).millis()
+	res.ThrottleMillis = histogramBetween(before, converged, "rest_client_rate_limiter_duration_seconds", hostOnly).millis()
 
 	o.say("%d Glances: %s at rest ...", n, o.Idle)
 	if err := sleep(ctx, o.Idle); err != nil {
@@ -426,8 +421,7 @@ func stepP95(after, before map[string]*dto.MetricFamily) map[string]float64 {
 			continue
 		}
 		sel := map[string]string{metrics.LabelSubReconciler: step}
-		h := histogramOf(after, name, sel).minus(histogramOf(before, name, sel))
-		out[step] = millis(h.quantile(0.95))
+		out[step] = histogramBetween(before, after, name, sel).millis().P95
 	}
 	return out
 }

@@ -85,6 +85,17 @@ func histogramOf(families map[string]*dto.MetricFamily, name string, want map[st
 	return h
 }
 
+// histogramBetween is the observations of a histogram between two
+// readings of the metrics.
+func histogramBetween(before, after map[string]*dto.MetricFamily, name string, want map[string]string) histogram {
+	return histogramOf(after, name, want).minus(histogramOf(before, name, want))
+}
+
+// millis is h's p50 and p95, in milliseconds.
+func (h histogram) millis() Distribution {
+	return Distribution{P50: millis(h.quantile(0.5)), P95: millis(h.quantile(0.95))}
+}
+
 // minus is h with an earlier reading of the same histogram taken away:
 // the observations between the two.
 func (h histogram) minus(earlier histogram) histogram {
