@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	opts := controller.Options{
 		MaxConcurrentReconciles: max(o.MaxConcurrentReconciles, 1), SkipNameValidation: &o.SkipNameValidation,
-		NewQueue: newQueue(o.CoalesceEvents, mgr.GetLogger()),
+		NewQueue: newQueue(o.CoalesceEvents, nil, mgr.GetLogger()),
 	}
 	var prober glance.Prober = glance.HTTPProber{Redirect: o.DevHealthcheckAddress}
 	if o.Prober != nil {
@@ -194,7 +194,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("register the field indexes: %w", err)
 	}
-	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, opts); err != nil {
+	glanceOpts := opts
+	glanceOpts.NewQueue = newQueue(o.CoalesceEvents, glanceReconciler.Priority, mgr.GetLogger())
+	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, glanceOpts); err != nil {
 		return nil, fmt.Errorf("set up the Glance controller: %w", err)
 	}
 	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Targets: targets, Metrics: m}

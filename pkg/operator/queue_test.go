@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func request(name string) reconcile.Request {
 // does not.
 func TestCoalescingQueueHoldsEventsOnly(t *testing.T) {
 	rateLimiter := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Millisecond, time.Second)
-	q := newQueue(time.Hour, logr.Discard())("test", rateLimiter)
+	q := newQueue(time.Hour, nil, logr.Discard())("test", rateLimiter)
 	defer q.ShutDown()
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	if !ok {
@@ -71,13 +73,46 @@ func TestCoalescingQueueHoldsEventsOnly(t *testing.T) {
 }
 
 func TestNewQueueWithoutDelayIsControllerRuntimes(t *testing.T) {
-	q := newQueue(0, logr.Discard())("test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	q := newQueue(0, nil, logr.Discard())("test", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
-	if _, wrapped := q.(coalescingQueue); wrapped {
-		t.Fatal("a zero delay still coalesces")
+	if _, wrapped := q.(eventQueue); wrapped {
+		t.Fatal("a zero delay and no ranking still wrap the queue")
 	}
 	q.Add(request("event"))
 	if n := q.Len(); n != 1 {
 		t.Fatalf("%d items ready; want the event at once", n)
+	}
+}
+
+// Events take their key's rank, so the keys that got furthest are handed out
+// first; an event that names its own priority (the initial list's, ranked
+// low) keeps it, and so does a requeue.
+func TestEventQueueRanksEventsByKey(t *testing.T) {
+	rank := map[string]int{"far": 9, "middle": 4, "new": 0, "listed": 9, "requeued": 9}
+	q := newQueue(0, func(r reconcile.Request) int { return rank[r.Name] }, logr.Discard())("test",
+		workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	pq := q.(priorityqueue.PriorityQueue[reconcile.Request])
+
+	q.Add(request("new"))
+	pq.AddWithOpts(priorityqueue.AddOpts{Priority: new(-100)}, request("listed"))
+	pq.AddWithOpts(priorityqueue.AddOpts{}, request("middle"), request("far"))
+	pq.AddWithOpts(priorityqueue.AddOpts{After: time.Millisecond, Priority: new(2)}, request("requeued"))
+	for deadline := time.Now().Add(time.Minute); q.Len() < 5; time.Sleep(time.Millisecond) {
+		// A hang guard, not a timing assertion: the adds are flushed
+		// within milliseconds.
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 items ready", q.Len())
+		}
+	}
+	var got []string
+	for range 5 {
+		item, priority, _ := pq.GetWithPriority()
+		got = append(got, fmt.Sprintf("%s:%d", item.Name, priority))
+		q.Done(item)
+	}
+	want := []string{"far:9", "middle:4", "requeued:2", "new:0", "listed:-100"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("handed out %v; want %v", got, want)
 	}
 }

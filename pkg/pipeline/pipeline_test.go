@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -576,21 +577,22 @@ func TestReadyAggregation(t *testing.T) {
 		wantStatus  metav1.ConditionStatus
 		wantReason  string
 		wantMessage string
+		wantDone    int
 	}{
 		{"all True", []metav1.Condition{cond(condC, "True"), cond(condA, "True"), cond(condB, "True")},
-			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True."},
+			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True.", 3},
 		{"one False", []metav1.Condition{cond(condA, "True"), cond(condB, "False"), cond(condC, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady."},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady.", 2},
 		{"one Unknown", []metav1.Condition{cond(condA, "True"), cond(condB, "True"), cond(condC, "Unknown")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: CReady."},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: CReady.", 2},
 		{"one missing", []metav1.Condition{cond(condA, "True"), cond(condC, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady."},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady.", 2},
 		{"several, in SubConditions order", []metav1.Condition{cond(condC, "False"), cond(condB, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: AReady, CReady."},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: AReady, CReady.", 1},
 		{"a stale True Ready is recomputed", []metav1.Condition{cond(ready, "True"), cond(condA, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady, CReady."},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady, CReady.", 1},
 		{"unrelated conditions do not count", []metav1.Condition{cond(condA, "True"), cond(condB, "True"), cond(condC, "True"), cond("Other", "False")},
-			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True."},
+			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True.", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, newGlance(tc.preset...))
@@ -603,6 +605,9 @@ func TestReadyAggregation(t *testing.T) {
 				if c.Message != tc.wantMessage {
 					t.Errorf("Ready message %q, want %q", c.Message, tc.wantMessage)
 				}
+			}
+			if done := e.p.Done(g); done != tc.wantDone {
+				t.Errorf("Done = %d, want %d", done, tc.wantDone)
 			}
 		})
 	}
@@ -962,5 +967,23 @@ func TestSetConditionBoundsTheMessage(t *testing.T) {
 	pipeline.SetCondition(g, condA, metav1.ConditionFalse, "Refused", "short")
 	if c := condition(t, g, condA); c.Message != "short" {
 		t.Errorf("short message became %q", c.Message)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var p pipeline.Progress
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	if got := p.Of(a); got != 0 {
+		t.Fatalf("Of an unrecorded key = %d, want 0", got)
+	}
+	p.Record(a, 4)
+	p.Record(b, 7)
+	p.Record(a, 2)
+	if got, gotB := p.Of(a), p.Of(b); got != 2 || gotB != 7 {
+		t.Fatalf("Of = %d, %d; want the last recorded, 2 and 7", got, gotB)
+	}
+	p.Forget(a)
+	if got := p.Of(a); got != 0 {
+		t.Fatalf("Of a forgotten key = %d, want 0", got)
 	}
 }

@@ -16,13 +16,7 @@ import (
 // Step.FailureReason), so the aggregate never vouches for a failed pass.
 func (p *Pipeline[T, S]) finishStatus(obj T) {
 	if p.Aggregate != "" {
-		conds := obj.GetConditions()
-		var notTrue []string
-		for _, typ := range p.SubConditions {
-			if !meta.IsStatusConditionTrue(conds, typ) {
-				notTrue = append(notTrue, typ)
-			}
-		}
+		notTrue := p.notTrue(obj)
 		if len(notTrue) == 0 {
 			SetCondition(obj, p.Aggregate, metav1.ConditionTrue, ReasonAllReady,
 				"All sub-conditions are True.")
@@ -32,6 +26,23 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 		}
 	}
 	obj.SetObservedGeneration(obj.GetGeneration())
+}
+
+// notTrue are the SubConditions obj does not have True, in their order.
+func (p *Pipeline[T, S]) notTrue(obj T) []string {
+	conds := obj.GetConditions()
+	var out []string
+	for _, typ := range p.SubConditions {
+		if !meta.IsStatusConditionTrue(conds, typ) {
+			out = append(out, typ)
+		}
+	}
+	return out
+}
+
+// Done is how many of the SubConditions obj has True: its progress.
+func (p *Pipeline[T, S]) Done(obj T) int {
+	return len(p.SubConditions) - len(p.notTrue(obj))
 }
 
 // Reasons of the aggregate condition; the same strings as

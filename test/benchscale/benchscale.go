@@ -112,12 +112,17 @@ type Result struct {
 	// PassSecondsPerGlance is the time the Glance controller's workers
 	// spent on each Glance while converging: the passes' durations summed.
 	PassSecondsPerGlance float64 `json:"passSecondsPerGlance"`
-	ManagerCPUSeconds    float64 `json:"managerCPUSeconds"`
-	RSSKiB               int64   `json:"rssKiB"`
-	HWMKiB               int64   `json:"hwmKiB"`
-	UnrelatedSecrets     int     `json:"unrelatedSecrets"`
-	RSSAfterUnrelated    int64   `json:"rssAfterUnrelatedKiB"`
-	UnrelatedBytesEach   float64 `json:"unrelatedBytesEach"`
+	// QueueWaitMillis is the mean time a Glance key waited in the
+	// controller's work queue before a worker took it
+	// (workqueue_queue_duration_seconds): its buckets are decades apart, so
+	// a mean says more than their quantiles.
+	QueueWaitMillis    float64 `json:"queueWaitMillis"`
+	ManagerCPUSeconds  float64 `json:"managerCPUSeconds"`
+	RSSKiB             int64   `json:"rssKiB"`
+	HWMKiB             int64   `json:"hwmKiB"`
+	UnrelatedSecrets   int     `json:"unrelatedSecrets"`
+	RSSAfterUnrelated  int64   `json:"rssAfterUnrelatedKiB"`
+	UnrelatedBytesEach float64 `json:"unrelatedBytesEach"`
 	// UnrelatedHeapBytesEach is the growth of the manager's heap in use
 	// (go_memstats_heap_inuse_bytes) per unrelated Secret.
 	UnrelatedHeapBytesEach float64 `json:"unrelatedHeapBytesEach"`
@@ -318,6 +323,9 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	res.Passes = passes.count / float64(n)
 	res.PassSecondsPerGlance = passes.sum / float64(n)
 	res.PassMillis = passes.millis()
+	if waits := histogramBetween(before, converged, "workqueue_queue_duration_seconds", map[string]string{"name": "glance"}); waits.count > 0 {
+		res.QueueWaitMillis = waits.sum / waits.count * 1000
+	}
 	res.BackendPassMillis = histogramBetween(before, converged, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "glancebackend"}).millis()
 	res.StepMillisP95 = stepP95(converged, before)
 	hostOnly := map[string]string{"host": host.Host}

@@ -55,7 +55,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 		"all Ready":            r.AllReadySeconds > 0 && r.ReadySeconds.Max == r.AllReadySeconds,
 		"floor":                r.FloorSeconds > 0,
 		"requests per Glance":  r.RequestsPerGlance > 0 && r.WritesPerGlance > 0,
-		"passes":               r.Passes > 0 && r.PassMillis.P95 > 0 && r.PassSecondsPerGlance > 0,
+		"passes":               r.Passes > 0 && r.PassMillis.P95 > 0 && r.PassSecondsPerGlance > 0 && r.QueueWaitMillis > 0,
 		"backend passes":       r.BackendPassMillis.P50 > 0,
 		"API latency":          r.APIMillis.P95 > 0 && !math.IsNaN(r.ThrottleMillis.P95),
 		"steps":                len(r.StepMillisP95) > 0,

@@ -80,6 +80,7 @@ func (r *Report) Markdown() string {
 	row("passes per Glance, and the workers' time on each", func(x Result) string {
 		return fmt.Sprintf("%.1f, %.0f ms", x.Passes, x.PassSecondsPerGlance*1000)
 	})
+	row("mean wait in the Glance work queue", func(x Result) string { return fmt.Sprintf("%.1f ms", x.QueueWaitMillis) })
 	row("manager's API requests p50 / p95, and its client-side rate limit's wait p95", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f ms, wait %.1f ms", x.APIMillis.P50, x.APIMillis.P95, x.ThrottleMillis.P95)
 	})

@@ -61,6 +61,7 @@ type Reconciler struct {
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	written    pipeline.WrittenVersions
+	progress   pipeline.Progress
 }
 
 // pass is the state of one reconcile: where the children live and what the
@@ -90,6 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, g); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Forget(req.NamespacedName)
+			r.progress.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -101,10 +103,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	result, err := r.reconcile(ctx, g)
 	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {
 		r.written.Record(req.NamespacedName, g.ResourceVersion)
+		done := r.pipeline.Done(g)
+		r.progress.Record(req.NamespacedName, done)
+		result.Priority = &done
 	} else {
 		r.written.Forget(req.NamespacedName)
+		r.progress.Forget(req.NamespacedName)
 	}
 	return result, err
+}
+
+// Priority ranks a Glance in the controller's queue by how far its last pass
+// got: when more Glances wait than there are workers, the nearest to Ready go
+// first.
+func (r *Reconciler) Priority(req ctrl.Request) int {
+	return r.progress.Of(req.NamespacedName)
 }
 
 // reconcile runs on a Glance at least as new as this manager's last write to
