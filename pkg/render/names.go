@@ -51,6 +51,12 @@ func BackendsSecretName(glanceName string, data map[string]string) string {
 	return glanceName + "-backends-" + ContentHash(data)
 }
 
+// DigestKeySecretName is the name of the Secret holding the key of the
+// pod template's digests of the service-user password and the DSN.
+func DigestKeySecretName(glanceName string) string {
+	return glanceName + "-digest-key"
+}
+
 // DBConnectionSecretName is the name of the Secret holding the DSN.
 func DBConnectionSecretName(glanceName string) string {
 	return glanceName + "-db-connection"

@@ -26,6 +26,9 @@ const (
 	componentConfig   = "config"
 	componentBackends = "backends"
 	componentDatabase = render.ComponentDatabase
+	// componentDigestKey is the Secret of the key of the pod template's
+	// digests.
+	componentDigestKey = "digest-key"
 )
 
 // historyKept is how many earlier content-addressed ConfigMaps and Secrets

@@ -14,7 +14,8 @@ import (
 const ConnectionKey = "connection"
 
 // reconcileDBConnectionSecret materializes the pymysql DSN into the derived
-// {name}-db-connection Secret and digests it for the rollout annotation.
+// {name}-db-connection Secret and digests it, keyed, for the rollout
+// annotation.
 func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	dsn, err := render.DSN(g, p.dbUsername, p.dbPassword)
 	if err != nil {
@@ -24,6 +25,6 @@ func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pas
 	if err := ensureSecret(ctx, p, g, name, componentDatabase, map[string][]byte{ConnectionKey: []byte(dsn)}); err != nil {
 		return ctrl.Result{}, err
 	}
-	p.dbConnectionHash = digest(dsn)
+	p.dbConnectionHash = keyedDigest(p.digestKey, dsn)
 	return ctrl.Result{}, nil
 }

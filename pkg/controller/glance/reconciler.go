@@ -76,6 +76,7 @@ type pass struct {
 
 	// Secrets.
 	dbUsername, dbPassword string
+	digestKey              []byte
 	authtokenHash          string
 	// DBConnectionSecret.
 	dbConnectionHash string

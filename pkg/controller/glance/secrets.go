@@ -3,6 +3,8 @@ package glance
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,11 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 // SecretsPollInterval is how often the ESO secret gate is polled.
@@ -82,18 +86,74 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 	if suMsg != "" {
 		return waiting(v1alpha1.ReasonWaitingForServiceUserCredentials, suMsg)
 	}
-	p.authtokenHash = digest(suData[suKey])
+	if p.digestKey, err = ensureDigestKey(ctx, p, g); err != nil {
+		return ctrl.Result{}, err
+	}
+	p.authtokenHash = keyedDigest(p.digestKey, suData[suKey])
 
 	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable,
 		fmt.Sprintf("%s %q is Ready; Secrets %q and %q hold their keys", kind, name, db.Name, su.Name))
 	return ctrl.Result{}, nil
 }
 
-// digest is the hex sha256 of a value: what pod annotations carry so that a
-// rotation rolls the pods, without the value itself.
+// digest is the hex sha256 of a value that holds no secret.
 func digest(v string) string {
 	sum := sha256.Sum256([]byte(v))
 	return hex.EncodeToString(sum[:])
+}
+
+// keyedDigest is the hex HMAC-SHA256 of a secret value under the Glance's
+// digest key: what pod annotations carry so that a rotation rolls the pods.
+// Whoever can read a pod template cannot test guesses of the value against
+// it without the key.
+func keyedDigest(key []byte, v string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(v))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// DigestKeyKey is the key of the digest key in the {name}-digest-key Secret.
+const DigestKeyKey = "key"
+
+// digestKeySize is the length of a digest key: HMAC-SHA256's output size,
+// as strong as the digest itself.
+const digestKeySize = sha256.Size
+
+// ensureDigestKey returns the key of the Glance's keyed digests, from the
+// {name}-digest-key Secret beside its children. The first pass creates that
+// Secret with a random key, immutable; it is never rewritten, so digests
+// change only with the values they digest. Deleting it makes a new key, and
+// rolls the pods once.
+func ensureDigestKey(ctx context.Context, p *pass, g *v1alpha1.Glance) ([]byte, error) {
+	name := render.DigestKeySecretName(g.Name)
+	key := client.ObjectKey{Namespace: g.Namespace, Name: name}
+	var s corev1.Secret
+	err := p.cluster.Client.Get(ctx, key, &s)
+	if apierrors.IsNotFound(err) {
+		fresh := make([]byte, digestKeySize)
+		rand.Read(fresh) // never fails: the program ends if it cannot read randomness
+		s = corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentDigestKey)},
+			Type:       corev1.SecretTypeOpaque,
+			Immutable:  ptr.To(true),
+			Data:       map[string][]byte{DigestKeyKey: fresh},
+		}
+		if err := p.cluster.SetOwner(g, &s); err != nil {
+			return nil, err
+		}
+		err = p.cluster.Client.Create(ctx, &s)
+		if apierrors.IsAlreadyExists(err) {
+			// The cache lags behind the server: read the key there.
+			err = p.cluster.Reader.Get(ctx, key, &s)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the digest key Secret %s: %w", name, err)
+	}
+	if k := s.Data[DigestKeyKey]; len(k) >= digestKeySize {
+		return k, nil
+	}
+	return nil, fmt.Errorf("Secret %s holds no %q key of at least %d bytes; delete it and the operator makes a new key (the pods roll once)", name, DigestKeyKey, digestKeySize)
 }
 
 // readSecretKeys reads a user Secret and returns the wanted keys.

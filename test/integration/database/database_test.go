@@ -1,7 +1,11 @@
 package database
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -278,6 +283,9 @@ func TestFailedSyncRerunsAfterSpecChange(t *testing.T) {
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncInProgress)
 }
 
+// A rotation rolls the pods once, through a digest keyed with the Glance's
+// own key: the annotation is not the plain SHA-256 anyone could recompute
+// from a guessed password.
 func TestRotationRollsThePods(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -298,16 +306,73 @@ func TestRotationRollsThePods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	generation := s.Deployment(nil).Generation
 	rotate("glance-service-user", "password")
 	s.Eventually("a new authtoken hash", func() bool {
 		a := annotations()
 		return a["glance.c5c3.io/authtoken-hash"] != before["glance.c5c3.io/authtoken-hash"] &&
 			a["glance.c5c3.io/db-connection-hash"] == before["glance.c5c3.io/db-connection-hash"]
 	}, nil)
+	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
+	if got := s.Deployment(nil).Generation; got != generation+1 {
+		t.Fatalf("the Deployment went from generation %d to %d on one rotation; want one roll", generation, got)
+	}
+	hash := annotations()["glance.c5c3.io/authtoken-hash"]
+	plain := sha256.Sum256([]byte("rotated-glance-service-user"))
+	mac := hmac.New(sha256.New, s.digestKey())
+	mac.Write([]byte("rotated-glance-service-user"))
+	if hash == hex.EncodeToString(plain[:]) || hash != hex.EncodeToString(mac.Sum(nil)) {
+		t.Fatalf("authtoken hash %s: want the HMAC-SHA256 under the Glance's digest key, not the plain SHA-256", hash)
+	}
 	rotate("glance-db", "password")
 	s.Eventually("a new db-connection hash", func() bool {
 		return annotations()["glance.c5c3.io/db-connection-hash"] != before["glance.c5c3.io/db-connection-hash"]
 	}, nil)
+}
+
+// digestKey reads the Glance's digest key from its Secret.
+func (s *scene) digestKey() []byte {
+	s.t.Helper()
+	var sec corev1.Secret
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-digest-key"}, &sec); err != nil {
+		s.t.Fatal(err)
+	}
+	return sec.Data["key"]
+}
+
+// A Deployment rendered with other digests, as one rendered before the keys
+// (or with a key since deleted), moves to the current ones with a single
+// roll: deleting the key makes a new one, and the pods roll once.
+func TestNewDigestKeyRollsOnce(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	old := s.Deployment(nil)
+	oldKey := s.digestKey()
+	var key corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-digest-key"}, &key); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &key); err != nil {
+		t.Fatal(err)
+	}
+	s.Eventually("a new digest key", func() bool {
+		var k corev1.Secret
+		return cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-digest-key"}, &k) == nil && k.UID != key.UID
+	}, nil)
+	if bytes.Equal(s.digestKey(), oldKey) {
+		t.Fatal("the new digest key is the old one")
+	}
+	s.Deployment(func(d *appsv1.Deployment) bool {
+		a, was := d.Spec.Template.Annotations, old.Spec.Template.Annotations
+		return a["glance.c5c3.io/authtoken-hash"] != was["glance.c5c3.io/authtoken-hash"] &&
+			a["glance.c5c3.io/db-connection-hash"] != was["glance.c5c3.io/db-connection-hash"]
+	})
+	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
+	if got := s.Deployment(nil).Generation; got != old.Generation+1 {
+		t.Fatalf("the Deployment went from generation %d to %d on a new key; want one roll", old.Generation, got)
+	}
 }
 
 func TestDeletionRemovesTheDatabaseObjects(t *testing.T) {
