@@ -34,14 +34,14 @@ type pathMetrics struct {
 	inFlight prometheus.Gauge
 }
 
-var verdicts = []string{VerdictAllowed, VerdictDenied, VerdictError}
+var verdicts = []string{VerdictAllowed, VerdictDenied, VerdictError, VerdictThrottled}
 
 // processMetrics registers the collectors once per process.
 var processMetrics = sync.OnceValue(func() *serverMetrics {
 	m := &serverMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: RequestsMetric,
-			Help: "Admission reviews served, by webhook path and verdict (allowed, denied, error).",
+			Help: "Admission reviews served, by webhook path and verdict (allowed, denied, error, throttled).",
 		}, []string{"webhook", "verdict"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: RequestDurationMetric,

@@ -14,11 +14,6 @@ import (
 	cradmission "sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// maxReviewSize bounds the body of a review: two objects of at most 3 MiB
-// (etcd's limit, doubled for JSON) and the rest of the request. It is
-// controller-runtime's bound.
-const maxReviewSize = 7 << 20
-
 // reviewKinds are the AdmissionReviews the server judges: v1, the version
 // the webhook configurations ask for, and v1beta1, the same type under its
 // older name, which controller-runtime answers in kind.
@@ -68,12 +63,15 @@ func decodeReview(r *http.Request, req *admissionv1.AdmissionRequest) (schema.Gr
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		return schema.GroupVersionKind{}, http.StatusBadRequest, fmt.Errorf("content type %q, want application/json", ct)
 	}
+	if r.ContentLength > maxReviewSize {
+		return schema.GroupVersionKind{}, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes is larger than the %d a review of the largest object etcd stores takes", r.ContentLength, maxReviewSize)
+	}
 	body, err := readBody(r)
 	if err != nil {
 		return schema.GroupVersionKind{}, http.StatusBadRequest, fmt.Errorf("read the request body: %w", err)
 	}
 	if len(body) > maxReviewSize {
-		return schema.GroupVersionKind{}, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than %d bytes", maxReviewSize)
+		return schema.GroupVersionKind{}, http.StatusRequestEntityTooLarge, fmt.Errorf("request body is larger than the %d bytes a review of the largest object etcd stores takes", maxReviewSize)
 	}
 
 	// Case-sensitive, as the API machinery decodes; Request points into
@@ -97,7 +95,7 @@ func decodeReview(r *http.Request, req *admissionv1.AdmissionRequest) (schema.Gr
 // read into a buffer of that size: the API server always sends the length.
 func readBody(r *http.Request) ([]byte, error) {
 	limited := io.LimitReader(r.Body, maxReviewSize+1)
-	if r.ContentLength <= 0 || r.ContentLength > maxReviewSize {
+	if r.ContentLength <= 0 {
 		return io.ReadAll(limited)
 	}
 	body := make([]byte, r.ContentLength)

@@ -22,6 +22,9 @@ const (
 	// undecodable request, a handler failure, or a failed lookup that made
 	// the rules fail closed.
 	VerdictError = "error"
+	// VerdictThrottled is a review refused, unread, with 429: the reviews
+	// in flight were at MaxInFlightBytes.
+	VerdictThrottled = "throttled"
 )
 
 // reviewRecord carries what logging and metrics need from a review from

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -73,6 +74,10 @@ type ServerOptions struct {
 	// Lookups answers the cross-object questions of validation. Nil means
 	// APILookups over an uncached client of the rest config.
 	Lookups admission.Lookups
+	// MaxInFlightBytes bounds the request bodies of the reviews served at
+	// once, each charged at least 64 KiB; a review over it is answered 429
+	// at once, and the API server retries it. At least the largest review.
+	MaxInFlightBytes int64
 }
 
 // DefaultServerOptions returns the options with every default filled in.
@@ -85,6 +90,8 @@ func DefaultServerOptions() ServerOptions {
 		MetricsAddress:  DefaultMetricsAddress,
 		HealthAddress:   DefaultHealthAddress,
 		ShutdownTimeout: DefaultShutdownTimeout,
+
+		MaxInFlightBytes: DefaultMaxInFlightBytes,
 	}
 }
 
@@ -97,7 +104,10 @@ func (o ServerOptions) withDefaults() (ServerOptions, error) {
 	o.MetricsAddress = cmp.Or(o.MetricsAddress, d.MetricsAddress)
 	o.HealthAddress = cmp.Or(o.HealthAddress, d.HealthAddress)
 	o.ShutdownTimeout = cmp.Or(o.ShutdownTimeout, d.ShutdownTimeout)
+	o.MaxInFlightBytes = cmp.Or(o.MaxInFlightBytes, d.MaxInFlightBytes)
 	switch {
+	case o.MaxInFlightBytes < maxReviewSize:
+		return o, fmt.Errorf("max in-flight bytes %d is less than the largest review, %d bytes", o.MaxInFlightBytes, maxReviewSize)
 	case o.Port < 1 || o.Port > 65535:
 		return o, fmt.Errorf("webhook port %d is not in 1-65535", o.Port)
 	case o.ShutdownTimeout < 0:
@@ -146,7 +156,7 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 	}
 	drain, drainExpired := context.WithCancelCause(context.Background())
 	defer drainExpired(nil)
-	s := &server{opts: opts, log: log, metrics: processMetrics(), drain: drain, shutdown: ctx}
+	s := &server{opts: opts, log: log, metrics: processMetrics(), drain: drain, shutdown: ctx, budget: &inFlightBudget{max: opts.MaxInFlightBytes}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Logger:                  log,
@@ -187,6 +197,12 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 	if err := mgr.Add(manager.RunnableFunc(s.watchCertificate)); err != nil {
 		return err
 	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		s.budget.releaseWhenIdle(ctx, idleReleaseEvery, idleReleaseAbove, debug.FreeOSMemory)
+		return nil
+	})); err != nil {
+		return err
+	}
 	context.AfterFunc(ctx, func() {
 		log.Info("shutting down: no new connections, draining in-flight reviews", "inFlight", s.inFlight.Load(), "timeout", opts.ShutdownTimeout.String())
 	})
@@ -217,6 +233,7 @@ type server struct {
 
 	certificate atomic.Pointer[certwatcher.CertWatcher]
 	inFlight    atomic.Int64
+	budget      *inFlightBudget
 }
 
 // instrument wraps a webhook so that each review is counted, timed and
@@ -228,6 +245,18 @@ func (s *server) instrument(path string, hook *cradmission.Webhook) http.Handler
 	log := s.log.WithValues("webhook", path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		charge := reviewCharge(r)
+		if !s.budget.acquire(charge) {
+			writeTooManyRequests(w)
+			m.requests[VerdictThrottled].Inc()
+			m.duration[VerdictThrottled].Observe(time.Since(start).Seconds())
+			log.V(1).Info("review refused: the reviews in flight are at the limit", "bodyBytes", r.ContentLength, "limitBytes", s.budget.max)
+			return
+		}
+		defer s.budget.release(charge)
+		// A body sent slowly would hold its charge: the API server gives a
+		// webhook 30s at most.
+		_ = http.NewResponseController(w).SetReadDeadline(start.Add(maxReviewTime))
 		s.inFlight.Add(1)
 		m.inFlight.Inc()
 		defer func() {
