@@ -53,7 +53,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 		"client-side requests": r.Client.RequestsPerGlance > 0 && r.Client.WritesPerGlance > 0,
 		"glances":              r.Glances == 3,
 		"all Ready":            r.AllReadySeconds > 0 && r.ReadySeconds.Max == r.AllReadySeconds,
-		"floor":                r.FloorSeconds > 0,
+		"floor":                r.FloorSeconds > 0 && r.FloorReadySeconds.P50 > 0 && r.FloorReadySeconds.P50 <= r.FloorSeconds,
 		"requests per Glance":  r.RequestsPerGlance > 0 && r.WritesPerGlance > 0,
 		"passes":               r.Passes > 0 && r.PassMillis.P95 > 0 && r.PassSecondsPerGlance > 0 && r.QueueWaitMillis > 0,
 		"backend passes":       r.BackendPassMillis.P50 > 0,

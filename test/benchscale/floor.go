@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,38 +36,39 @@ import (
 const floorPoll = 500 * time.Millisecond
 
 // measureFloor returns the floor of n Glances on a fresh cluster of nodes
-// kwok nodes in dir.
-func measureFloor(ctx context.Context, o Options, dir string, n, nodes int) (_ float64, err error) {
+// kwok nodes in dir: for each Glance, sorted, the seconds from the start of
+// the apply until its Deployment was seen available and its Job complete.
+func measureFloor(ctx context.Context, o Options, dir string, n, nodes int) (_ []float64, err error) {
 	if err := controlplane.StopRecorded(dir); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return 0, err
+		return nil, err
 	}
 	cluster, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: dir, Nodes: nodes})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, cluster.Stop()) }()
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
 	cl, err := operatortest.NewClient(cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	// Pods need the namespace's default ServiceAccount.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return cl.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default"}, &corev1.ServiceAccount{}) == nil, nil
 	}); err != nil {
-		return 0, fmt.Errorf("the default ServiceAccount of %s: %w", namespace, err)
+		return nil, fmt.Errorf("the default ServiceAccount of %s: %w", namespace, err)
 	}
 	objs := make([][]client.Object, n)
 	for i := range n {
 		if objs[i], err = floorObjectsOf(i); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	o.say("%d Glances: control-plane floor: applying %d objects directly ...", n, n*len(objs[0]))
@@ -78,16 +81,18 @@ func measureFloor(ctx context.Context, o Options, dir string, n, nodes int) (_ f
 		}
 		return nil
 	}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	timeout, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	up := map[string]float64{}
 	if err := wait.PollUntilContextCancel(timeout, floorPoll, true, func(ctx context.Context) (bool, error) {
-		return floorUp(ctx, cl, n)
+		return floorUp(ctx, cl, start, up, n)
 	}); err != nil {
-		return 0, fmt.Errorf("the floor's Deployments and Jobs: %w", err)
+		return nil, fmt.Errorf("the floor's Deployments and Jobs: %w", err)
 	}
-	return time.Since(start).Seconds(), nil
+	times := slices.Sorted(maps.Values(up))
+	return times, nil
 }
 
 // floorObjectsOf renders what the i-th Glance runs on.
@@ -118,29 +123,35 @@ func floorObjectsOf(i int) ([]client.Object, error) {
 	), nil
 }
 
-// floorUp reports whether n Deployments are available and n Jobs complete.
-func floorUp(ctx context.Context, cl client.Client, n int) (bool, error) {
+// floorUp records in up, by Glance, the seconds since start at which its
+// Deployment was first seen available with its Job complete, and reports
+// whether all n are.
+func floorUp(ctx context.Context, cl client.Client, start time.Time, up map[string]float64, n int) (bool, error) {
 	var deployments appsv1.DeploymentList
 	if err := cl.List(ctx, &deployments, client.InNamespace(namespace)); err != nil {
 		return false, nil
-	}
-	available := 0
-	for _, d := range deployments.Items {
-		if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= ptr.Deref(d.Spec.Replicas, 1) {
-			available++
-		}
 	}
 	var jobs batchv1.JobList
 	if err := cl.List(ctx, &jobs, client.InNamespace(namespace)); err != nil {
 		return false, nil
 	}
-	complete := 0
+	now := time.Since(start).Seconds()
+	complete := map[string]bool{}
 	for _, j := range jobs.Items {
 		if j.Status.Succeeded > 0 {
-			complete++
+			complete[j.Labels[render.LabelInstance]] = true
 		}
 	}
-	return available >= n && complete >= n, nil
+	for _, d := range deployments.Items {
+		name := d.Labels[render.LabelInstance]
+		if _, seen := up[name]; seen || !complete[name] {
+			continue
+		}
+		if d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= ptr.Deref(d.Spec.Replicas, 1) {
+			up[name] = now
+		}
+	}
+	return len(up) >= n, nil
 }
 
 // floorDir is where the floor's cluster of count n keeps its state.

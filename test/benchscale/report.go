@@ -69,7 +69,7 @@ func (r *Report) Markdown() string {
 		if x.FloorSeconds == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.1f s (all Ready at %.2f×)", x.FloorSeconds, x.AllReadySeconds/x.FloorSeconds)
+		return fmt.Sprintf("%.1f s (all Ready at %.2f×); per Glance p50 %.1f s", x.FloorSeconds, x.AllReadySeconds/x.FloorSeconds, x.FloorReadySeconds.P50)
 	})
 	row("per-Glance time to Ready p50 / p95 / max", func(x Result) string {
 		return fmt.Sprintf("%.1f / %.1f / %.1f s", x.ReadySeconds.P50, x.ReadySeconds.P95, x.ReadySeconds.Max)
