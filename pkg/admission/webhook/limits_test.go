@@ -59,14 +59,7 @@ func TestReviewsOverTheBudgetAreRefusedWith429(t *testing.T) {
 	defer giveUp()
 	held := make(chan error, 1)
 	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url(ValidateGlancePath), io.MultiReader(bytes.NewReader(body)))
-		if err != nil {
-			held <- err
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		_, err = hc.Do(req)
-		held <- err
+		held <- postUntilCancelled(ctx, hc, ts.url(ValidateGlancePath), io.MultiReader(bytes.NewReader(body)))
 	}()
 	receive(t, lookups.entered, "the review holding the budget to reach its lookup")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -206,16 +207,8 @@ func TestClientGoingAwayCancelsReview(t *testing.T) {
 	ctx, giveUp := context.WithCancel(context.Background())
 	review := stuckReview(t)
 	sent := make(chan error, 1)
-	go func() {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url(ValidateGlancePath), strings.NewReader(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":`+mustJSON(t, review)+`}`))
-		if err != nil {
-			sent <- err
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		_, err = hc.Do(req)
-		sent <- err
-	}()
+	body := strings.NewReader(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + mustJSON(t, review) + `}`)
+	go func() { sent <- postUntilCancelled(ctx, hc, ts.url(ValidateGlancePath), body) }()
 	receive(t, lookups.entered, "the review to reach its lookup")
 	giveUp()
 	if err := receive(t, sent, "the client to give up"); !errors.Is(err, context.Canceled) {
@@ -227,6 +220,18 @@ func TestClientGoingAwayCancelsReview(t *testing.T) {
 	if code := ts.probe("/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz after a client went away: %d", code)
 	}
+}
+
+// postUntilCancelled posts body as JSON under ctx and returns how that
+// ended: a review left hanging ends when ctx is cancelled.
+func postUntilCancelled(ctx context.Context, hc *http.Client, url string, body io.Reader) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	_, err = hc.Do(req)
+	return err
 }
 
 // TestStopsWhileWaitingForCertificate: without a certificate the server
