@@ -145,12 +145,7 @@ func BenchmarkHandlerValidateGlanceBackend(b *testing.B) {
 // reviews/s/core counts their CPU too and understates the server alone.
 func BenchmarkServerLoad(b *testing.B) {
 	const clients = 32
-	ca := newTestCA(b)
-	certDir := b.TempDir()
-	certPEM, keyPEM := ca.issue(b, 1, time.Now().Add(time.Hour))
-	writeSecretVolume(b, certDir, map[string][]byte{DefaultCertName: certPEM, DefaultKeyName: keyPEM})
-	ts := startTestServer(b, nil, ServerOptions{CertDir: certDir, Lookups: benchLookups()}, logr.Discard())
-	ts.waitReady(b)
+	ts, ca := startFakeServer(b, benchLookups(), ServerOptions{}, logr.Discard())
 
 	body := reviewBody(b, admissionRequest(b, admissionv1.Create, benchGlance(), nil))
 	url := ts.url(ValidateGlancePath)

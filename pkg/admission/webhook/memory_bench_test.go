@@ -71,12 +71,7 @@ func largestReview(tb testing.TB) []byte {
 // at its peak, and until it settles. The clients share one body, so what
 // grows is the server's.
 func memoryUnderLoad(tb testing.TB, load time.Duration) memoryFigures {
-	ca := newTestCA(tb)
-	certDir := tb.TempDir()
-	certPEM, keyPEM := ca.issue(tb, 1, time.Now().Add(time.Hour))
-	writeSecretVolume(tb, certDir, map[string][]byte{DefaultCertName: certPEM, DefaultKeyName: keyPEM})
-	ts := startTestServer(tb, nil, ServerOptions{CertDir: certDir, Lookups: benchLookups()}, logr.Discard())
-	ts.waitReady(tb)
+	ts, ca := startFakeServer(tb, benchLookups(), ServerOptions{}, logr.Discard())
 	body := largestReview(tb)
 	url := ts.url(MutateGlancePath)
 	hc := reviewClient(ca, true)

@@ -75,7 +75,7 @@ func (b *logBuffer) String() string {
 }
 
 // startFakeServer runs a ready server with fake lookups and a certificate.
-func startFakeServer(t *testing.T, lookups admission.Lookups, opts ServerOptions, log logr.Logger) (*testServer, *testCA) {
+func startFakeServer(t testing.TB, lookups admission.Lookups, opts ServerOptions, log logr.Logger) (*testServer, *testCA) {
 	t.Helper()
 	opts.Lookups = lookups
 	ts := startTestServer(t, nil, opts, log)

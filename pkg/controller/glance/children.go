@@ -43,17 +43,8 @@ func childLabels(g *v1alpha1.Glance, component string) map[string]string {
 // unless it exists (equal names mean equal content), then prunes the
 // component's history, of list's kind, keeping it and the live one.
 func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object, list client.ObjectList, component, live string) error {
-	existing := obj.DeepCopyObject().(client.Object)
-	switch err := p.cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
-	case apierrors.IsNotFound(err):
-		if err := p.cluster.SetOwner(g, obj); err != nil {
-			return err
-		}
-		if err := p.cluster.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
-		}
-	case err != nil:
-		return fmt.Errorf("get %T %s: %w", obj, obj.GetName(), err)
+	if _, err := getOrCreate(ctx, p, g, obj, obj.DeepCopyObject().(client.Object)); err != nil {
+		return err
 	}
 	return pruneHistory(ctx, p, g, list, component, obj.GetName(), live)
 }

@@ -147,32 +147,8 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		return err
 	}
 	desired.SetAnnotations(merged(desired.GetAnnotations(), map[string]string{AnnotationRenderedHash: digest(string(rendered))[:16]}))
-	key := client.ObjectKeyFromObject(desired)
-	err = p.cluster.Client.Get(ctx, key, existing)
-	if apierrors.IsNotFound(err) {
-		if err := p.cluster.SetOwner(g, desired); err != nil {
-			return err
-		}
-		err = p.cluster.Client.Create(ctx, desired)
-		switch {
-		case err == nil:
-			// Hand back what the server answered (the cache may not have it
-			// yet), so status checks read what exists.
-			created, err := json.Marshal(desired)
-			if err != nil {
-				return err
-			}
-			return json.Unmarshal(created, existing)
-		case !apierrors.IsAlreadyExists(err):
-			return fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
-		}
-		// The cache lags behind the server (after an API server restart,
-		// say): the child is there. Read it from the server and go on as
-		// if the cache had held it.
-		err = p.cluster.Reader.Get(ctx, key, existing)
-	}
-	if err != nil {
-		return fmt.Errorf("get %T %s: %w", desired, desired.GetName(), err)
+	if created, err := getOrCreate(ctx, p, g, desired, existing); err != nil || created {
+		return err
 	}
 	labels, annotations := existing.GetLabels(), existing.GetAnnotations()
 	metaInSync := subset(desired.GetLabels(), labels) && subset(desired.GetAnnotations(), annotations)
@@ -195,6 +171,39 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		return fmt.Errorf("update %T %s: %w", existing, existing.GetName(), err)
 	}
 	return nil
+}
+
+// getOrCreate reads the child desired names into existing, from the cache,
+// or creates it as desired, owned by g, when it is not there; created says
+// which. existing then holds what the server answered, so status checks
+// read what exists even before the cache has it.
+func getOrCreate(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object) (created bool, _ error) {
+	key := client.ObjectKeyFromObject(desired)
+	err := p.cluster.Client.Get(ctx, key, existing)
+	if apierrors.IsNotFound(err) {
+		if err := p.cluster.SetOwner(g, desired); err != nil {
+			return false, err
+		}
+		err = p.cluster.Client.Create(ctx, desired)
+		switch {
+		case err == nil:
+			answered, err := json.Marshal(desired)
+			if err != nil {
+				return false, err
+			}
+			return true, json.Unmarshal(answered, existing)
+		case !apierrors.IsAlreadyExists(err):
+			return false, fmt.Errorf("create %T %s: %w", desired, desired.GetName(), err)
+		}
+		// The cache lags behind the server (after an API server restart,
+		// say): the child is there. Read it from the server and go on as
+		// if the cache had held it.
+		err = p.cluster.Reader.Get(ctx, key, existing)
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %T %s: %w", desired, desired.GetName(), err)
+	}
+	return false, nil
 }
 
 // applySpec applies a child whose desired state is its spec, want the

@@ -126,29 +126,20 @@ const digestKeySize = sha256.Size
 // rolls the pods once.
 func ensureDigestKey(ctx context.Context, p *pass, g *v1alpha1.Glance) ([]byte, error) {
 	name := render.DigestKeySecretName(g.Name)
-	key := client.ObjectKey{Namespace: g.Namespace, Name: name}
-	var s corev1.Secret
-	err := p.cluster.Client.Get(ctx, key, &s)
-	if apierrors.IsNotFound(err) {
-		fresh := make([]byte, digestKeySize)
-		rand.Read(fresh) // never fails: the program ends if it cannot read randomness
-		s = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentDigestKey)},
-			Type:       corev1.SecretTypeOpaque,
-			Immutable:  ptr.To(true),
-			Data:       map[string][]byte{DigestKeyKey: fresh},
-		}
-		if err := p.cluster.SetOwner(g, &s); err != nil {
-			return nil, err
-		}
-		err = p.cluster.Client.Create(ctx, &s)
-		if apierrors.IsAlreadyExists(err) {
-			// The cache lags behind the server: read the key there.
-			err = p.cluster.Reader.Get(ctx, key, &s)
-		}
+	// Drawn on every pass, used on the first: 32 random bytes cost less
+	// than a second path to the child. rand.Read never fails; the program
+	// ends if it cannot read randomness.
+	fresh := make([]byte, digestKeySize)
+	rand.Read(fresh)
+	desired := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentDigestKey)},
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data:       map[string][]byte{DigestKeyKey: fresh},
 	}
-	if err != nil {
-		return nil, fmt.Errorf("the digest key Secret %s: %w", name, err)
+	var s corev1.Secret
+	if _, err := getOrCreate(ctx, p, g, desired, &s); err != nil {
+		return nil, fmt.Errorf("the digest key Secret: %w", err)
 	}
 	if k := s.Data[DigestKeyKey]; len(k) >= digestKeySize {
 		return k, nil

@@ -83,10 +83,9 @@ func TestRefusedBackendIsSkipped(t *testing.T) {
 	beta.Spec.ExtraOptions = map[string]v1alpha1.OptionValue{"s3_store_host": "http://elsewhere"}
 	e.Create(beta)
 	e.Glance()
-	c := e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
-	if !strings.Contains(c.Message, "skipped beta") {
-		t.Errorf("BackendsReady message %q, want beta skipped", c.Message)
-	}
+	// The first AllBackendsProjected may still wait for beta's credentials:
+	// the backend controller judges beta on its own time.
+	e.ConditionSaying(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected, "skipped beta")
 	var events eventsv1.EventList
 	e.Eventually("a GlanceBackendSkipped event naming the rule", func() bool {
 		if err := cl.List(ctx, &events, client.InNamespace(e.NS)); err != nil {
