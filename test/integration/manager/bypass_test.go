@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,10 +57,13 @@ func TestRefusedConfigKeepsTheLastGoodOne(t *testing.T) {
 	e.DefaultBackend("alpha")
 	e.Glance()
 	e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable)
-	configs := e.Names(&corev1.ConfigMapList{}, "config")
-	if len(configs) != 1 {
-		t.Fatalf("config ConfigMaps %v, want one", configs)
-	}
+	// SecretsReady is True from the Secrets step on; the config is rendered
+	// once the backend has projected, maybe a pass later.
+	var configs []string
+	e.Eventually("one config ConfigMap", func() bool {
+		configs = e.Names(&corev1.ConfigMapList{}, "config")
+		return len(configs) == 1
+	}, func() string { return fmt.Sprint(configs) })
 
 	e.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.ExtraConfig = map[string]map[string]string{"oslo_policy": {"policy_default_rule": "admin\u202e"}}
