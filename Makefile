@@ -28,6 +28,7 @@ run: control-plane localcluster ## Start a local cluster with the CRDs and the s
 test: control-plane conformance-root verify-generated vet ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
+	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
 # the conformance root, or root to make a test host, and the tests that need
@@ -85,8 +86,9 @@ bench-scale: control-plane ## Measure the operator at N Glances (default 1,100,1
 	$(GO) run ./hack/benchscale -n=$(N) -out=$(RUN_DIR)/bench-scale
 
 .PHONY: fuzz
-fuzz: ## Fuzz the INI writer against an oslo.config-like parser for $(FUZZTIME).
+fuzz: ## Fuzz the INI writer against an oslo.config-like parser, then the admission handlers, for $(FUZZTIME) each.
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME) ./pkg/render/
+	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME) ./pkg/admission/webhook/
 
 .PHONY: build
 build: ## Build glance-operator and glance-webhook into bin/.

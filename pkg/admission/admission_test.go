@@ -390,7 +390,7 @@ func TestValidateGlance(t *testing.T) {
 }
 
 func defaulted(g *v1alpha1.Glance) *v1alpha1.Glance {
-	DefaultGlance(g)
+	DefaultGlanceSpec(&g.Spec)
 	return g
 }
 
@@ -511,7 +511,7 @@ func TestValidateGlanceBackend(t *testing.T) {
 
 func TestDefaultGlance(t *testing.T) {
 	g := baseGlance()
-	DefaultGlance(g)
+	DefaultGlanceSpec(&g.Spec)
 	d := g.Spec.Deployment
 	for _, c := range []struct {
 		what string
@@ -559,7 +559,7 @@ func TestDefaultGlance(t *testing.T) {
 		g.Spec.DBPurge = &v1alpha1.DBPurgeSpec{MaxRows: ptr.To[int32](7)}
 		g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": qty("2")}}}
 	})
-	DefaultGlance(g)
+	DefaultGlanceSpec(&g.Spec)
 	u := g.Spec.APIServer.UWSGI
 	p := g.Spec.DBPurge
 	for _, c := range []struct {
@@ -592,25 +592,25 @@ func TestDefaultGlance(t *testing.T) {
 
 	// Defaulting is idempotent.
 	again := g.DeepCopy()
-	DefaultGlance(again)
+	DefaultGlanceSpec(&again.Spec)
 	if !equality.Semantic.DeepEqual(g, again) {
-		t.Error("DefaultGlance is not idempotent")
+		t.Error("DefaultGlanceSpec is not idempotent")
 	}
 }
 
 func TestDefaultGlanceBackend(t *testing.T) {
 	b := backendOf("a", "glance", false)
-	DefaultGlanceBackend(&b)
+	DefaultGlanceBackendSpec(&b.Spec)
 	if b.Spec.S3.BucketURLFormat != v1alpha1.BucketURLFormatPath {
 		t.Errorf("bucketURLFormat = %q, want path", b.Spec.S3.BucketURLFormat)
 	}
 	b.Spec.S3.BucketURLFormat = v1alpha1.BucketURLFormatVirtual
-	DefaultGlanceBackend(&b)
+	DefaultGlanceBackendSpec(&b.Spec)
 	if b.Spec.S3.BucketURLFormat != v1alpha1.BucketURLFormatVirtual {
 		t.Error("an explicit bucketURLFormat was overwritten")
 	}
 	noS3 := backendOf("b", "glance", false, func(b *v1alpha1.GlanceBackend) { b.Spec.S3 = nil })
-	DefaultGlanceBackend(&noS3) // must not panic on a missing block
+	DefaultGlanceBackendSpec(&noS3.Spec) // must not panic on a missing block
 	if noS3.Spec.S3 != nil {
 		t.Error("defaulting invented an s3 block")
 	}

@@ -8,13 +8,13 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
-// DefaultGlance fills in the defaults the mutating webhook sets, the same
-// for `check`: the v1alpha1.Default* constants. Blocks whose absence
+// DefaultGlanceSpec fills in the defaults the mutating webhook sets, the
+// same for `check`: the v1alpha1.Default* constants. Every default lives in
+// the spec, so that the webhook diffs the spec alone, never the metadata. Blocks whose absence
 // means something (staging, imageCache, dbPurge, targetClusterRef,
 // topologySpreadConstraints, strategy) are left absent: the controller
 // resolves them, and materialising them would fight a later kubectl apply.
-func DefaultGlance(g *v1alpha1.Glance) {
-	s := &g.Spec
+func DefaultGlanceSpec(s *v1alpha1.GlanceSpec) {
 	if s.Deployment == nil {
 		s.Deployment = &v1alpha1.GlanceDeploymentSpec{}
 	}
@@ -77,10 +77,10 @@ func DefaultGlance(g *v1alpha1.Glance) {
 	}
 }
 
-// DefaultGlanceBackend fills in the defaults of a GlanceBackend.
-func DefaultGlanceBackend(b *v1alpha1.GlanceBackend) {
-	if b.Spec.S3 != nil && b.Spec.S3.BucketURLFormat == "" {
-		b.Spec.S3.BucketURLFormat = v1alpha1.DefaultBucketURLFormat
+// DefaultGlanceBackendSpec fills in the defaults of a GlanceBackend.
+func DefaultGlanceBackendSpec(s *v1alpha1.GlanceBackendSpec) {
+	if s.S3 != nil && s.S3.BucketURLFormat == "" {
+		s.S3.BucketURLFormat = v1alpha1.DefaultBucketURLFormat
 	}
 }
 

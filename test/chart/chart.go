@@ -48,6 +48,11 @@ var Matrix = []Install{
 	}}},
 	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
 	{"target-cluster-rbac", map[string]any{"targetCluster": map[string]any{"rbac": true}}},
+	{"webhook-network-policy", map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{
+		"enabled":        true,
+		"apiServerCIDRs": []any{"10.0.0.0/24", "fd00::/64"},
+		"metricsFrom":    []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+	}}}},
 }
 
 // MatrixValues returns the values of the matrix install name.

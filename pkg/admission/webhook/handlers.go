@@ -28,19 +28,13 @@ const (
 // Handlers returns the four webhooks keyed by path.
 func Handlers(scheme *runtime.Scheme, lookups admission.Lookups) map[string]*crwebhook.Webhook {
 	return map[string]*crwebhook.Webhook{
-		MutateGlancePath:          crwebhook.WithDefaulter(scheme, defaulter[*v1alpha1.Glance](admission.DefaultGlance)),
-		ValidateGlancePath:        crwebhook.WithValidator(scheme, validator[*v1alpha1.Glance]{glanceKind, admission.ValidateGlance, lookups}),
-		MutateGlanceBackendPath:   crwebhook.WithDefaulter(scheme, defaulter[*v1alpha1.GlanceBackend](admission.DefaultGlanceBackend)),
+		MutateGlancePath: newSpecDefaulter(scheme, func() *v1alpha1.Glance { return &v1alpha1.Glance{} },
+			func(g *v1alpha1.Glance) *v1alpha1.GlanceSpec { return &g.Spec }, (*v1alpha1.GlanceSpec).DeepCopy, admission.DefaultGlanceSpec),
+		ValidateGlancePath: crwebhook.WithValidator(scheme, validator[*v1alpha1.Glance]{glanceKind, admission.ValidateGlance, lookups}),
+		MutateGlanceBackendPath: newSpecDefaulter(scheme, func() *v1alpha1.GlanceBackend { return &v1alpha1.GlanceBackend{} },
+			func(b *v1alpha1.GlanceBackend) *v1alpha1.GlanceBackendSpec { return &b.Spec }, (*v1alpha1.GlanceBackendSpec).DeepCopy, admission.DefaultGlanceBackendSpec),
 		ValidateGlanceBackendPath: crwebhook.WithValidator(scheme, validator[*v1alpha1.GlanceBackend]{backendKind, admission.ValidateGlanceBackend, lookups}),
 	}
-}
-
-// defaulter sets the defaults of one kind.
-type defaulter[T runtime.Object] func(T)
-
-func (d defaulter[T]) Default(_ context.Context, obj T) error {
-	d(obj)
-	return nil
 }
 
 // validator judges one kind by its admission rules; old is nil on CREATE.
