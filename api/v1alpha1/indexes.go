@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "sigs.k8s.io/controller-runtime/pkg/client"
+
 // Field indexes of the operator's caches, by the field or relation they
 // index. The controllers list by them; pkg/operator registers them.
 const (
@@ -32,6 +34,12 @@ const (
 	// the Service they belong to.
 	IndexEndpointSliceService = "glance.openstack.c5c3.io/endpointslice-service"
 )
+
+// BackendGlanceIndex is a GlanceBackend's value of IndexBackendGlance, for
+// the operator's cache and the webhook's.
+func BackendGlanceIndex(o client.Object) []string {
+	return []string{o.(*GlanceBackend).Spec.GlanceRef.Name}
+}
 
 // Keys of a GlanceBackend's S3 credentials Secret.
 const (

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +25,6 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o operator.Options
 	var client startup.Flags
-	var watchNamespaces string
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", ":8081", `address of /healthz and /readyz ("0" disables them)`)
 	fs.StringVar(&o.PprofAddress, "pprof-bind-address", "0", `address of Go's /debug/pprof profiling endpoints ("0" disables them); never expose it beyond the pod`)
@@ -34,7 +32,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "reconciles each controller runs at once")
 	fs.DurationVar(&o.CoalesceEvents, "coalesce-events", operator.DefaultCoalesceEvents, "how long each watch event waits in a controller's queue, so the burst of events one change sets off wakes one pass (0: a pass per event)")
-	fs.StringVar(&watchNamespaces, "watch-namespace", "", "comma-separated namespaces to watch (default: all)")
+	startup.NamespacesVar(fs, &o.WatchNamespaces, "comma-separated namespaces to watch (default: all)")
 	fs.StringVar(&o.ClustersNamespace, "clusters-namespace", "glance-system", "namespace of the target clusters' kubeconfig Secrets")
 	fs.StringVar(&o.ClusterDomain, "cluster-domain", render.DefaultClusterDomain, "cluster DNS domain of Service names, for the health probe and status.endpoint")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace the operator runs in; NetworkPolicies admit its health probes from there (default: $POD_NAMESPACE)")
@@ -45,11 +43,6 @@ func run(args []string, stderr io.Writer) int {
 	})
 	if code, ok := startup.Parse(fs, args); !ok {
 		return code
-	}
-	for _, ns := range strings.Split(watchNamespaces, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			o.WatchNamespaces = append(o.WatchNamespaces, ns)
-		}
 	}
 	log, err := client.Logger(stderr)
 	if err != nil {

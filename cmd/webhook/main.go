@@ -90,6 +90,7 @@ func serveFlags(output io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, `address of /healthz and /readyz ("0" disables them)`)
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may finish after SIGTERM")
 	fs.Int64Var(&o.MaxInFlightBytes, "max-in-flight-bytes", o.MaxInFlightBytes, "request bodies of the reviews served at once, each charged at least 64 KiB; a review over it is answered 429 and retried by the API server")
+	startup.NamespacesVar(fs, &o.WatchNamespaces, "comma-separated namespaces whose GlanceBackends the one-default rule watches (default: all); the namespaces the webhooks judge")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "offer HTTP/2 on the webhook listener; off by default, as HTTP/2 rapid reset (CVE-2023-44487) lets one client tie up the server")
 	c.client.Register(fs, startup.Usage{
 		Kubeconfig: "kubeconfig of the API server to look up backends and PriorityClasses in",

@@ -21,8 +21,9 @@ type Warnings []string
 // answers them from the API server, the offline checker from its input set.
 type Lookups interface {
 	// Backends lists the GlanceBackends of namespace attached to the Glance
-	// named glance (spec.glanceRef.name).
-	Backends(ctx context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error)
+	// named glance (spec.glanceRef.name). reviewed names the backend under
+	// review; the list may hold it, as it was before this request.
+	Backends(ctx context.Context, namespace, glance, reviewed string) ([]v1alpha1.GlanceBackend, error)
 	// PriorityClassExists reports whether the PriorityClass exists.
 	PriorityClassExists(ctx context.Context, name string) (bool, error)
 }

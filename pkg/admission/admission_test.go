@@ -29,7 +29,7 @@ type fakeLookups struct {
 	calls           int
 }
 
-func (f *fakeLookups) Backends(_ context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
+func (f *fakeLookups) Backends(_ context.Context, namespace, glance, _ string) ([]v1alpha1.GlanceBackend, error) {
 	f.calls++
 	if f.backendsErr != nil {
 		return nil, f.backendsErr

@@ -25,17 +25,23 @@ func ValidateGlanceBackend(ctx context.Context, old, b *v1alpha1.GlanceBackend, 
 	becomesDefault := b.Spec.IsDefault && (old == nil || !old.Spec.IsDefault)
 	if becomesDefault && lookups != nil {
 		p := field.NewPath("spec", "isDefault")
-		siblings, err := lookups.Backends(ctx, b.Namespace, b.Spec.GlanceRef.Name)
+		siblings, err := lookups.Backends(ctx, b.Namespace, b.Spec.GlanceRef.Name, b.Name)
 		if err != nil {
 			errs = append(errs, field.InternalError(p, fmt.Errorf("listing the backends of Glance %q: %w", b.Spec.GlanceRef.Name, err)))
 		}
 		for _, s := range siblings {
-			if s.Name != b.Name && s.Spec.IsDefault && s.DeletionTimestamp == nil {
+			if s.Name != b.Name && IsLiveDefault(&s) {
 				errs = append(errs, field.Invalid(p, true, fmt.Sprintf("GlanceBackend %q is already the default store of Glance %q; unset its isDefault first", s.Name, b.Spec.GlanceRef.Name)))
 			}
 		}
 	}
 	return nil, errs
+}
+
+// IsLiveDefault reports whether b is its Glance's default store and is not
+// being deleted: the sibling the one-default rule refuses a second of.
+func IsLiveDefault(b *v1alpha1.GlanceBackend) bool {
+	return b.Spec.IsDefault && b.DeletionTimestamp == nil
 }
 
 // ValidateGlanceBackendSpec judges a GlanceBackend by the rules that need

@@ -23,9 +23,7 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.GlanceBackend).Spec.GlanceRef.Name}
-		}},
+		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, v1alpha1.BackendGlanceIndex},
 		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendSecret, func(o client.Object) []string {
 			if s3 := o.(*v1alpha1.GlanceBackend).Spec.S3; s3 != nil {
 				return []string{s3.CredentialsSecretRef.Name}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -95,4 +96,18 @@ func (f *Flags) RESTConfig(userAgent string) (*rest.Config, error) {
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(f.QPS), f.Burst
 	return cfg, nil
+}
+
+// NamespacesVar defines --watch-namespace, a comma-separated list of
+// namespaces stored in p; empty means all.
+func NamespacesVar(fs *flag.FlagSet, p *[]string, usage string) {
+	fs.Func("watch-namespace", usage, func(v string) error {
+		*p = nil
+		for ns := range strings.SplitSeq(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				*p = append(*p, ns)
+			}
+		}
+		return nil
+	})
 }

@@ -318,7 +318,7 @@ func (s *state) get(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return s.objects[key(u)]
 }
 
-func (s *state) Backends(_ context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
+func (s *state) Backends(_ context.Context, namespace, glance, _ string) ([]v1alpha1.GlanceBackend, error) {
 	var out []v1alpha1.GlanceBackend
 	for _, u := range s.objects {
 		if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("GlanceBackend") {

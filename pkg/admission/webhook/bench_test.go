@@ -175,22 +175,34 @@ func BenchmarkServerLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 
+	b.ResetTimer()
+	all, elapsed := closedLoop(b, clients, int64(b.N), post)
+	b.StopTimer()
+	b.ReportMetric(percentileMs(all, 0.50), "p50-ms")
+	b.ReportMetric(percentileMs(all, 0.99), "p99-ms")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds()/float64(runtime.GOMAXPROCS(0)), "reviews/s/core")
+}
+
+// closedLoop has clients post, each as soon as its last answer came, until
+// n reviews are done, and returns every latency, sorted, and the wall time.
+// A failed review fails tb.
+func closedLoop(tb testing.TB, clients int, n int64, post func() error) ([]time.Duration, time.Duration) {
 	var (
 		next     atomic.Int64
 		failures atomic.Int64
+		firstErr atomic.Value
 		wg       sync.WaitGroup
 	)
 	latencies := make([][]time.Duration, clients)
-	n := int64(b.N)
-	b.ResetTimer()
 	start := time.Now()
 	for i := range clients {
 		wg.Go(func() {
-			own := make([]time.Duration, 0, n/clients+1)
+			own := make([]time.Duration, 0, n/int64(clients)+1)
 			for next.Add(1) <= n {
 				t0 := time.Now()
 				if err := post(); err != nil {
 					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
 				}
 				own = append(own, time.Since(t0))
 			}
@@ -199,17 +211,15 @@ func BenchmarkServerLoad(b *testing.B) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
 	if f := failures.Load(); f > 0 {
-		b.Fatalf("%d of %d reviews failed", f, b.N)
+		tb.Fatalf("%d of %d reviews failed; the first: %v", f, n, firstErr.Load())
 	}
-
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
-	percentile := func(p float64) float64 {
-		return float64(all[int(p*float64(len(all)-1))]) / float64(time.Millisecond)
-	}
-	b.ReportMetric(percentile(0.50), "p50-ms")
-	b.ReportMetric(percentile(0.99), "p99-ms")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds()/float64(runtime.GOMAXPROCS(0)), "reviews/s/core")
+	return all, elapsed
+}
+
+// percentileMs is the p-th quantile of sorted latencies, in milliseconds.
+func percentileMs(sorted []time.Duration, p float64) float64 {
+	return float64(sorted[int(p*float64(len(sorted)-1))]) / float64(time.Millisecond)
 }

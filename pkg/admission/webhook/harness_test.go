@@ -401,7 +401,7 @@ type fakeLookups struct {
 	err             error
 }
 
-func (f fakeLookups) Backends(_ context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
+func (f fakeLookups) Backends(_ context.Context, namespace, glance, _ string) ([]v1alpha1.GlanceBackend, error) {
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -8,28 +8,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/admission"
 )
 
-// The lookups are the webhook's only API calls, uncached: a List of
+// The lookups are the webhook's only API calls: a watch and List of
 // GlanceBackends and a Get of a PriorityClass.
-// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=list
+// +kubebuilder:rbac:groups=glance.openstack.c5c3.io,resources=glancebackends,verbs=list;watch
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get
 
 // APILookups answers the admission lookups from the API server. Give it an
-// uncached reader: a webhook judging against a stale cache lets two default
-// backends in.
+// uncached reader.
 type APILookups struct {
 	Reader client.Reader
 }
 
 // Backends lists the backends of a Glance with a server-side field selector
 // on the CRD's selectable field spec.glanceRef.name.
-func (l APILookups) Backends(ctx context.Context, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
-	var list v1alpha1.GlanceBackendList
-	if err := l.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: glance}); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
+func (l APILookups) Backends(ctx context.Context, namespace, glance, _ string) ([]v1alpha1.GlanceBackend, error) {
+	return listBackends(ctx, l.Reader, namespace, glance)
 }
 
 // PriorityClassExists gets the PriorityClass.
@@ -43,4 +39,41 @@ func (l APILookups) PriorityClassExists(ctx context.Context, name string) (bool,
 	default:
 		return false, err
 	}
+}
+
+// CachedLookups answers the one-default rule's sibling lookup from a watch
+// of GlanceBackends, so that it costs no API call, and stays as strict as
+// the API server for what it lets in: only a refusal comes from the cache.
+// When the cache shows another live default, the backend is refused; a
+// default unset within the watch's lag is refused once more, and the retry
+// passes. When it shows none, the API server is asked, as APILookups does:
+// a default made within the watch's lag is never missed.
+type CachedLookups struct {
+	// Cache is the informer cache, indexed by IndexBackendGlance.
+	Cache client.Reader
+	API   APILookups
+}
+
+func (l CachedLookups) Backends(ctx context.Context, namespace, glance, reviewed string) ([]v1alpha1.GlanceBackend, error) {
+	cached, err := listBackends(ctx, l.Cache, namespace, glance)
+	if err == nil {
+		for i := range cached {
+			if cached[i].Name != reviewed && admission.IsLiveDefault(&cached[i]) {
+				return cached, nil
+			}
+		}
+	}
+	return l.API.Backends(ctx, namespace, glance, reviewed)
+}
+
+func (l CachedLookups) PriorityClassExists(ctx context.Context, name string) (bool, error) {
+	return l.API.PriorityClassExists(ctx, name)
+}
+
+func listBackends(ctx context.Context, r client.Reader, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
+	var list v1alpha1.GlanceBackendList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: glance}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }

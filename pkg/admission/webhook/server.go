@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -72,8 +74,11 @@ type ServerOptions struct {
 	// speaks HTTP/1.1 too.
 	EnableHTTP2 bool
 	// Lookups answers the cross-object questions of validation. Nil means
-	// APILookups over an uncached client of the rest config.
+	// CachedLookups over a watch of the GlanceBackends of WatchNamespaces
+	// and an uncached client of the rest config.
 	Lookups admission.Lookups
+	// WatchNamespaces scopes the watch of GlanceBackends; empty means all.
+	WatchNamespaces []string
 	// MaxInFlightBytes bounds the request bodies of the reviews served at
 	// once, each charged at least 64 KiB; a review over it is answered 429
 	// at once, and the API server retries it. At least the largest review.
@@ -127,8 +132,8 @@ var errDrainTimeout = errors.New("admission server shutdown timeout passed")
 // It runs them on a controller-runtime manager, which serves /healthz and
 // /readyz on the health address, /metrics on the metrics address and the
 // webhooks on the HTTPS port, and stops them in that order's reverse. The
-// manager's cache is never used: lookups go to the API server uncached,
-// through cfg, unless opts.Lookups answers them.
+// manager's cache holds the GlanceBackends alone, for CachedLookups, unless
+// opts.Lookups answers the lookups; /readyz waits for it to sync.
 //
 // The serving certificate is read from CertDir once it exists and re-read
 // on every change (controller-runtime's certwatcher): each handshake takes
@@ -159,6 +164,7 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 	s := &server{opts: opts, log: log, metrics: processMetrics(), drain: drain, shutdown: ctx, budget: &inFlightBudget{max: opts.MaxInFlightBytes}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   lookupCacheOptions(opts.WatchNamespaces),
 		Logger:                  log,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddress},
 		HealthProbeBindAddress:  opts.HealthAddress,
@@ -181,9 +187,15 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 	}
 	lookups := opts.Lookups
 	if lookups == nil {
-		// Uncached: a webhook judging against a stale cache lets two
-		// default backends in.
-		lookups = APILookups{Reader: mgr.GetAPIReader()}
+		// Registering the index creates the informer, which starts with
+		// the manager's cache.
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, v1alpha1.BackendGlanceIndex); err != nil {
+			return err
+		}
+		lookups = CachedLookups{Cache: mgr.GetCache(), API: APILookups{Reader: mgr.GetAPIReader()}}
+		if err := mgr.AddReadyzCheck("backends-cache", cacheSynced(mgr.GetCache())); err != nil {
+			return err
+		}
 	}
 	hooks := Handlers(scheme, lookups)
 	paths := slices.Sorted(maps.Keys(hooks))
@@ -293,5 +305,33 @@ func reviewContext(req, shutdown, drain context.Context) (context.Context, func(
 		stopReq()
 		stopDrain()
 		cancel(nil)
+	}
+}
+
+// lookupCacheOptions scope the webhook's cache to the GlanceBackends of
+// namespaces (all when empty), without their managed fields.
+func lookupCacheOptions(namespaces []string) cache.Options {
+	o := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if len(namespaces) > 0 {
+		o.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return o
+}
+
+// cacheSynced is ready once the GlanceBackend informer has listed: before,
+// each sibling lookup would go to the API server.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(r *http.Request) error {
+		inf, err := c.GetInformer(r.Context(), &v1alpha1.GlanceBackend{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return err
+		}
+		if !inf.HasSynced() {
+			return errors.New("the GlanceBackends are not listed yet")
+		}
+		return nil
 	}
 }

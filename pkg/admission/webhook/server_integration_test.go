@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 // testAPIServer returns the config of the shared kube-apiserver with the
 // Glance CRDs installed; a missing control plane fails the test with the
 // command that builds it.
-func testAPIServer(t *testing.T) *rest.Config {
+func testAPIServer(t testing.TB) *rest.Config {
 	t.Helper()
 	apiServer.once.Do(func() {
 		apiServer.srv, apiServer.err = controlplane.StartAPIServer(controlplane.APIServerOptions{CRDs: controlplane.CRDs{Glance: true}})
@@ -67,7 +67,7 @@ func testAPIServer(t *testing.T) *rest.Config {
 	return rest.CopyConfig(apiServer.srv.Config)
 }
 
-func testClient(t *testing.T, cfg *rest.Config) client.Client {
+func testClient(t testing.TB, cfg *rest.Config) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -83,7 +83,7 @@ func testClient(t *testing.T, cfg *rest.Config) client.Client {
 	return c
 }
 
-func create(t *testing.T, c client.Client, objs ...client.Object) {
+func create(t testing.TB, c client.Client, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		if err := c.Create(context.Background(), o); err != nil {
@@ -218,6 +218,26 @@ func TestServerJudgesReviewsOverTLS(t *testing.T) {
 		families := ts.scrape(t)
 		if f := families[CertificateExpiryMetric]; f == nil || f.Metric[0].GetGauge().GetValue() <= float64(time.Now().Unix()) {
 			t.Errorf("%s: %v, want the certificate's NotAfter", CertificateExpiryMetric, f)
+		}
+	})
+
+	// The sibling lookup reads a watch, which lags the API server; a
+	// default made a moment ago must still be seen.
+	t.Run("a default created a moment ago is never missed", func(t *testing.T) {
+		for i := range 20 {
+			glance := fmt.Sprintf("just-now-%d", i)
+			first := sampleBackend(ns, glance+"-first", true)
+			first.Spec.GlanceRef.Name = glance
+			create(t, c, first)
+			second := sampleBackend(ns, glance+"-second", true)
+			second.Spec.GlanceRef.Name = glance
+			resp, err := postReview(hc, ts.url(ValidateGlanceBackendPath), admissionRequest(t, admissionv1.Create, second, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Allowed || !hasCause(resp.Result, "spec.isDefault") {
+				t.Fatalf("a second default of %s right after the first: allowed %v, %+v", glance, resp.Allowed, resp.Result)
+			}
 		}
 	})
 }
