@@ -27,6 +27,7 @@ run: control-plane localcluster ## Start a local cluster with the CRDs and the s
 .PHONY: test
 test: control-plane conformance-root verify-generated vet ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
 
@@ -71,6 +72,7 @@ verify-generated: ## Fail when generated files are stale.
 .PHONY: vet
 vet: ## Run go vet and check formatting.
 	$(GO) vet ./...
+	$(GO) vet -tags chaos ./test/e2e/
 	@unformatted=$$(gofmt -l api cmd pkg test hack 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
@@ -84,6 +86,10 @@ N ?= 1,100,1000
 .PHONY: bench-scale
 bench-scale: control-plane ## Measure the operator at N Glances (default 1,100,1000) on the local cluster; report in .run/bench-scale/.
 	$(GO) run ./hack/benchscale -n=$(N) -out=$(RUN_DIR)/bench-scale
+
+.PHONY: chaos
+chaos: control-plane ## Run the chaos suite's long mode: 50 manager kills over three Glances' install and upgrade.
+	$(GO) test -tags chaos -timeout 60m -count=1 -v -run '^TestChaos' ./test/e2e/ -args -chaos.long
 
 .PHONY: fuzz
 fuzz: ## Fuzz the INI writer against an oslo.config-like parser, then the admission handlers, for $(FUZZTIME) each.

@@ -108,7 +108,7 @@ func TestClusterWideRBACIsTheGenerated(t *testing.T) {
 		}
 	}
 	// The webhook reads two things and nothing else.
-	wantWebhook := []string{"glance.openstack.c5c3.io/glancebackends:list", "scheduling.k8s.io/priorityclasses:get"}
+	wantWebhook := []string{"glance.openstack.c5c3.io/glancebackends:list", "glance.openstack.c5c3.io/glancebackends:watch", "scheduling.k8s.io/priorityclasses:get"}
 	if got := grants(decode[rbacv1.ClusterRole](t, mustGet(t, r, "ClusterRole", webhookName)).Rules); !slices.Equal(got, wantWebhook) || !slices.Equal(grants(webhookRules.Rules), wantWebhook) {
 		t.Errorf("webhook ClusterRole grants %v (generated %v), want exactly %v", got, grants(webhookRules.Rules), wantWebhook)
 	}

@@ -1,6 +1,8 @@
 package controlplane
 
 import (
+	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -39,6 +41,21 @@ func (p *Process) Exited() error { return p.p.exited() }
 // Stop sends SIGTERM to the process group, and SIGKILL after timeout. It is
 // safe to call more than once.
 func (p *Process) Stop(timeout time.Duration) error { return p.p.stop(timeout) }
+
+// Kill sends SIGKILL to the process group, as the kubelet kills a container
+// over its memory limit, and waits for the process to end.
+func (p *Process) Kill() error {
+	select {
+	case <-p.p.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-p.PID(), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", p.p.name, err)
+	}
+	<-p.p.done
+	return nil
+}
 
 // FreePorts returns n distinct free loopback ports for the listeners of
 // processes about to start.

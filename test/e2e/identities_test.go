@@ -84,13 +84,14 @@ func binaryIdentities() []binaryIdentity {
 		binary: "glance-webhook", sa: stk.WebhookServiceAccount, kubeconfig: stk.WebhookKubeconfig,
 		accesses: []access{
 			{verb: "list", group: glanceGroup, resource: "glancebackends", namespace: "openstack", allowed: true},
+			{verb: "watch", group: glanceGroup, resource: "glancebackends", namespace: "openstack", allowed: true},
 			{verb: "get", group: "scheduling.k8s.io", resource: "priorityclasses", allowed: true},
 			// The webhook reads no Secrets at all.
 			{verb: "list", resource: "secrets"},
 			{verb: "get", resource: "secrets", namespace: stack.OperatorNamespace},
-			// Its lookups are uncached Lists: no Get, no Watch.
+			// It watches and lists the backends for the one-default
+			// rule, and gets nothing.
 			{verb: "get", group: glanceGroup, resource: "glancebackends", namespace: "openstack"},
-			{verb: "watch", group: glanceGroup, resource: "glancebackends", namespace: "openstack"},
 			{verb: "list", group: "scheduling.k8s.io", resource: "priorityclasses"},
 			{verb: "update", group: glanceGroup, resource: "glances", namespace: "openstack"},
 		},

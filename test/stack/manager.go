@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
@@ -26,6 +28,7 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 		// operator's namespace.
 		baseArgs = []string{"--leader-elect=false", "--operator-namespace=" + OperatorNamespace, "--clusters-namespace=" + OperatorNamespace}
 	}
+	s.managerBaseArgs = baseArgs
 	args := append(withFlags(baseArgs,
 		"--kubeconfig="+s.ManagerKubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
@@ -34,7 +37,14 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 		// serve nothing, so health probes go to the stand-in.
 		"--dev-healthcheck-address="+healthcheckAddress,
 	), extraArgs...)
-	s.manager, err = controlplane.StartProcess(s.Dir, s.processName("glance-operator"), bin, args...)
+	name := s.processName("glance-operator")
+	if s.managerKills > 0 {
+		name = fmt.Sprintf("%s-after-kill-%d", name, s.managerKills)
+	}
+	manager, err := controlplane.StartProcess(s.Dir, name, bin, args...)
+	s.mu.Lock()
+	s.manager = manager
+	s.mu.Unlock()
 	if s.manager != nil {
 		s.ManagerLog = s.manager.LogPath()
 		s.binaryLogs = append(s.binaryLogs, s.ManagerLog)
@@ -72,3 +82,32 @@ func (s *Stack) startHealthcheck() (string, error) {
 
 // ManagerPID is the process ID of the running glance-operator.
 func (s *Stack) ManagerPID() int { return s.manager.PID() }
+
+// KillManager SIGKILLs glance-operator and starts it again with the same
+// arguments, as a Deployment replaces a killed pod, and returns once the
+// new run is ready. Check does not report the killed run.
+func (s *Stack) KillManager(ctx context.Context) error {
+	s.mu.Lock()
+	manager := s.manager
+	s.manager = nil
+	s.mu.Unlock()
+	if manager == nil {
+		return errors.New("glance-operator is not running")
+	}
+	if err := manager.Kill(); err != nil {
+		return err
+	}
+	s.managerKills++
+	return s.startManager(ctx, s.bins.manager, s.healthcheckAddress, s.managerBaseArgs, s.managerExtraArgs)
+}
+
+// ManagerLogs are the logs of every run of glance-operator.
+func (s *Stack) ManagerLogs() []string {
+	var logs []string
+	for _, l := range s.binaryLogs {
+		if strings.HasPrefix(filepath.Base(l), "glance-operator") {
+			logs = append(logs, l)
+		}
+	}
+	return logs
+}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,7 +91,13 @@ type Stack struct {
 	// WebhookMetricsURL is glance-webhook's Prometheus endpoint.
 	WebhookMetricsURL string
 
+	// mu guards manager against Check while KillManager replaces it.
+	mu               sync.Mutex
 	manager, webhook *controlplane.Process
+	// managerBaseArgs are the arguments of the manager's last start, for
+	// a start after KillManager; managerKills counts those starts.
+	managerBaseArgs []string
+	managerKills    int
 	// binaryLogs are the logs of every run of the two binaries; a rolled
 	// out stack runs them again under new names (processName).
 	binaryLogs []string
@@ -240,7 +247,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 // and a watch the chart's roles deny stalls the manager for good.
 func (s *Stack) Check() error {
 	var errs []error
-	for _, p := range []*controlplane.Process{s.manager, s.webhook} {
+	s.mu.Lock()
+	running := []*controlplane.Process{s.manager, s.webhook}
+	s.mu.Unlock()
+	for _, p := range running {
 		if p != nil {
 			errs = append(errs, p.Exited())
 		}

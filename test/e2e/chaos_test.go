@@ -1,0 +1,367 @@
+//go:build chaos
+
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
+)
+
+// The chaos suite runs with `-tags chaos`: its short mode in make test, its
+// long mode (-chaos.long) in make chaos. It shares the e2e stack and story
+// helpers, in a test binary of its own, since it kills the one manager.
+var chaosLong = flag.Bool("chaos.long", false, "the long chaos mode: more Glances and kills")
+
+// TestChaosOperatorKills SIGKILLs the manager on every phase transition it
+// sees and at random moments between, during a fresh install and a 2025.2 →
+// 2026.1 upgrade. Every Glance must converge with its phase Jobs created
+// exactly once, in phase order, with no Warning event and no panic.
+func TestChaosOperatorKills(t *testing.T) {
+	glances, minKills := 1, 10
+	if *chaosLong {
+		glances, minKills = 3, 50
+	}
+	k := startKiller(t)
+	t.Cleanup(func() {
+		kills, phases := k.stop()
+		t.Logf("%d kills; phases at a kill: %s", kills, strings.Join(phases, ", "))
+		if kills < minKills {
+			t.Errorf("%d kills, want at least %d", kills, minKills)
+		}
+		checkNoPanic(t)
+	})
+	for i := range glances {
+		ns := fmt.Sprintf("chaos-kills-%d", i)
+		k.watch(ns)
+		t.Run(ns, func(t *testing.T) {
+			t.Parallel()
+			chaosStory(t, ns, k, minKills)
+		})
+	}
+}
+
+func chaosStory(t *testing.T, ns string, k *killer, minKills int) {
+	s := newScene(t, ns)
+	jobs := recordJobs(t, s)
+	s.install()
+	// Half the kills in the install, the rest in the upgrade.
+	k.waitKills(t, minKills/2)
+	s.update(release("2026.1"))
+	g := s.ready()
+	k.waitKills(t, minKills)
+	k.stop()
+	g = s.ready()
+	if g.Status.InstalledRelease != "2026.1" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
+		t.Errorf("status after the upgrade: installed %q, target %q, phase %q", g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase)
+	}
+	jobs.check(t)
+	var events eventsv1.EventList
+	if err := cl.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning {
+			t.Errorf("Warning event %s on %s %s: %s", e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
+		}
+	}
+}
+
+// killer kills the manager whenever a watched Glance's phase changes, and
+// at random moments between, until stopped.
+type killer struct {
+	mu       sync.Mutex
+	ns       []string
+	kills    int
+	phases   map[string]bool
+	last     map[string]string
+	stopped  bool
+	done     chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	err      error
+}
+
+func startKiller(t *testing.T) *killer {
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &killer{phases: map[string]bool{}, last: map[string]string{}, done: make(chan struct{}), cancel: cancel}
+	go k.run(ctx)
+	return k
+}
+
+func (k *killer) watch(ns string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ns = append(k.ns, ns)
+}
+
+func (k *killer) run(ctx context.Context) {
+	defer close(k.done)
+	nextRandom := time.Now().Add(randomGap())
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		phase, changed := k.transition(ctx)
+		if !changed && time.Now().Before(nextRandom) {
+			continue
+		}
+		if !changed {
+			phase = "random:" + phase
+		}
+		if err := stk.KillManager(ctx); err != nil {
+			if ctx.Err() == nil {
+				k.mu.Lock()
+				k.err = err
+				k.mu.Unlock()
+			}
+			return
+		}
+		k.mu.Lock()
+		k.kills++
+		k.phases[phase] = true
+		k.mu.Unlock()
+		nextRandom = time.Now().Add(randomGap())
+	}
+}
+
+// randomGap is the time to the next kill when no phase changes: long enough
+// for the manager to make progress between kills.
+func randomGap() time.Duration { return time.Second + rand.N(2*time.Second) }
+
+// transition reads the watched Glances and reports the phase of the first
+// one whose phase changed since the last read.
+func (k *killer) transition(ctx context.Context) (string, bool) {
+	k.mu.Lock()
+	namespaces := slices.Clone(k.ns)
+	k.mu.Unlock()
+	current := ""
+	for _, ns := range namespaces {
+		var g v1alpha1.Glance
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "glance"}, &g); err != nil {
+			continue
+		}
+		phase := glancePhase(&g)
+		current = phase
+		k.mu.Lock()
+		prev, seen := k.last[ns]
+		k.last[ns] = phase
+		k.mu.Unlock()
+		if seen && prev != phase {
+			return phase, true
+		}
+	}
+	return current, false
+}
+
+// glancePhase names where a Glance is: its upgrade phase, or the reason of
+// DatabaseReady and of Ready.
+func glancePhase(g *v1alpha1.Glance) string {
+	if g.Status.UpgradePhase != "" {
+		return "upgrade:" + string(g.Status.UpgradePhase)
+	}
+	reason := func(typ string) string {
+		if c := meta.FindStatusCondition(g.Status.Conditions, typ); c != nil {
+			return c.Reason
+		}
+		return "-"
+	}
+	return reason(v1alpha1.ConditionDatabaseReady) + "/" + reason(v1alpha1.ConditionReady)
+}
+
+// waitKills waits until the killer has killed the manager n times.
+func (k *killer) waitKills(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		k.mu.Lock()
+		kills, err, stopped := k.kills, k.err, k.stopped
+		k.mu.Unlock()
+		switch {
+		case err != nil:
+			t.Fatalf("kill the manager: %v", err)
+		case kills >= n || stopped:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("%d kills in %s, want %d", kills, waitTimeout, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop ends the killing and returns the kills and the phases they hit.
+func (k *killer) stop() (int, []string) {
+	k.stopOnce.Do(func() {
+		k.cancel()
+		<-k.done
+		k.mu.Lock()
+		k.stopped = true
+		k.mu.Unlock()
+	})
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var phases []string
+	for p := range k.phases {
+		phases = append(phases, p)
+	}
+	slices.Sort(phases)
+	return k.kills, phases
+}
+
+// jobRecord is what a watch saw of the schema Jobs and the Deployment of a
+// story, with the times it saw each.
+type jobRecord struct {
+	mu sync.Mutex
+	// created holds each Job's UIDs by name and image.
+	created map[string][]string
+	// times are the first sightings: "created <job>", "complete <job>",
+	// "template 2026.1" and "rolled out 2026.1".
+	times map[string]time.Time
+	ended bool
+}
+
+func recordJobs(t *testing.T, s *scene) *jobRecord {
+	t.Helper()
+	r := &jobRecord{created: map[string][]string{}, times: map[string]time.Time{}}
+	wc, err := client.NewWithWatch(stk.Config, client.Options{Scheme: cl.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, list := range []client.ObjectList{&batchv1.JobList{}, &appsv1.DeploymentList{}} {
+		w, err := wc.Watch(ctx, list, client.InNamespace(s.ns))
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for ev := range w.ResultChan() {
+				r.observe(ev)
+			}
+			if ctx.Err() == nil {
+				r.mu.Lock()
+				r.ended = true
+				r.mu.Unlock()
+			}
+		})
+		t.Cleanup(w.Stop)
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return r
+}
+
+func (r *jobRecord) observe(ev watch.Event) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := func(key string) {
+		if _, ok := r.times[key]; !ok {
+			r.times[key] = now
+		}
+	}
+	switch o := ev.Object.(type) {
+	case *batchv1.Job:
+		if !strings.HasPrefix(o.Name, "glance-db-") || strings.HasPrefix(o.Name, "glance-db-purge") {
+			return
+		}
+		image := o.Spec.Template.Spec.Containers[0].Image
+		key := o.Name + "@" + image[strings.LastIndex(image, ":")+1:]
+		if ev.Type == watch.Added && !slices.Contains(r.created[key], string(o.UID)) {
+			r.created[key] = append(r.created[key], string(o.UID))
+		}
+		first("created " + key)
+		for _, c := range o.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				first("complete " + key)
+			}
+		}
+	case *appsv1.Deployment:
+		if o.Name != "glance" {
+			return
+		}
+		i := slices.IndexFunc(o.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == render.ContainerAPI })
+		if i < 0 || !strings.HasSuffix(o.Spec.Template.Spec.Containers[i].Image, ":2026.1") {
+			return
+		}
+		first("template 2026.1")
+		want := int32(1)
+		if o.Spec.Replicas != nil {
+			want = *o.Spec.Replicas
+		}
+		st := o.Status
+		if st.ObservedGeneration >= o.Generation && st.Replicas == want && st.UpdatedReplicas == want && st.AvailableReplicas == want {
+			first("rolled out 2026.1")
+		}
+	}
+}
+
+// check holds the record to the upgrade's contract: each schema Job of each
+// release created once, and each phase done before the next starts.
+func (r *jobRecord) check(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		t.Error("a watch of the Jobs or Deployments ended early; the record may miss a creation")
+	}
+	for _, key := range []string{"glance-db-sync@2025.2", "glance-db-expand@2026.1", "glance-db-migrate@2026.1", "glance-db-contract@2026.1", "glance-db-sync@2026.1"} {
+		if n := len(r.created[key]); n != 1 {
+			t.Errorf("Job %s created %d times, want once", key, n)
+		}
+	}
+	for key, uids := range r.created {
+		if len(uids) > 1 {
+			t.Errorf("Job %s created %d times: %v", key, len(uids), uids)
+		}
+	}
+	for _, order := range [][2]string{
+		{"complete glance-db-expand@2026.1", "created glance-db-migrate@2026.1"},
+		{"complete glance-db-migrate@2026.1", "template 2026.1"},
+		{"rolled out 2026.1", "created glance-db-contract@2026.1"},
+		{"complete glance-db-contract@2026.1", "created glance-db-sync@2026.1"},
+	} {
+		before, okBefore := r.times[order[0]]
+		after, okAfter := r.times[order[1]]
+		switch {
+		case !okBefore || !okAfter:
+			t.Errorf("not seen: %q (%v) or %q (%v)", order[0], okBefore, order[1], okAfter)
+		case !before.Before(after):
+			t.Errorf("%q at %s, not before %q at %s", order[0], before.Format(time.StampMicro), order[1], after.Format(time.StampMicro))
+		}
+	}
+}
+
+// checkNoPanic fails when a run of the manager logged a panic.
+func checkNoPanic(t *testing.T) {
+	t.Helper()
+	for _, path := range stk.ManagerLogs() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if i := strings.Index(string(b), "panic"); i >= 0 {
+			t.Errorf("%s logged a panic: %.300s", path, b[i:])
+		}
+	}
+}
