@@ -14,16 +14,19 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/stack"
 )
 
 // The chaos suite runs with `-tags chaos`: its short mode in make test, its
@@ -364,4 +367,176 @@ func checkNoPanic(t *testing.T) {
 			t.Errorf("%s logged a panic: %.300s", path, b[i:])
 		}
 	}
+}
+
+// TestChaosAPIServerRestarts restarts kube-apiserver, keeping etcd, once
+// mid-install and once while the upgrade is Expanding. The manager keeps
+// running through both (the same PID) and the Glance converges on 2026.1.
+func TestChaosAPIServerRestarts(t *testing.T) {
+	s := newScene(t, "chaos-apiserver")
+	pid := stk.ManagerPID()
+	s.world()
+	s.backend("s3-primary", true)
+	s.glance()
+	if g := s.glanceObj(); meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionReady) {
+		t.Fatal("the Glance is Ready before the restart; the restart would not be mid-install")
+	}
+	restartAPIServer(t)
+	s.ready()
+
+	s.update(release("2026.1"))
+	waitPhase(t, s, v1alpha1.UpgradePhaseExpanding)
+	restartAPIServer(t)
+	g := s.ready()
+	if g.Status.InstalledRelease != "2026.1" || g.Status.TargetRelease != "" || g.Status.UpgradePhase != "" {
+		t.Errorf("status after the upgrade: installed %q, target %q, phase %q", g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase)
+	}
+	if got := stk.ManagerPID(); got != pid {
+		t.Errorf("the manager's PID went from %d to %d: it restarted instead of riding out the outage", pid, got)
+	}
+}
+
+// restartAPIServer stops kube-apiserver for a few seconds and starts it
+// again on the same address and etcd.
+func restartAPIServer(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := stk.RestartAPIServer(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPhase polls the Glance closely until its upgrade is in phase: the
+// phases of a kwok cluster last a second or two.
+func waitPhase(t *testing.T, s *scene, phase v1alpha1.UpgradePhase) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	var seen []string
+	for time.Now().Before(deadline) {
+		var g v1alpha1.Glance
+		if err := cl.Get(context.Background(), s.key("glance"), &g); err == nil {
+			if g.Status.UpgradePhase == phase {
+				return
+			}
+			if p := string(g.Status.UpgradePhase); len(seen) == 0 || seen[len(seen)-1] != p {
+				seen = append(seen, p)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("upgrade phase %s not seen; saw %q", phase, seen)
+}
+
+// TestChaosLeaderFailover runs two managers with leader election in place
+// of the stack's one: exactly one reconciles, and the other takes over when
+// the leader is stopped (SIGTERM releases the lease) or killed (SIGKILL:
+// the lease must expire). The failover times are logged for the record;
+// they are figures, not assertions.
+func TestChaosLeaderFailover(t *testing.T) {
+	ctx := context.Background()
+	if err := stk.StopManager(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stk.StartManager(ctx); err != nil {
+			t.Errorf("start the stack's manager again: %v", err)
+		}
+	})
+	electing := []string{"--leader-elect=true", "--leader-election-namespace=" + stack.OperatorNamespace}
+	replica := func(name string) *stack.ManagerReplica {
+		t.Helper()
+		r, err := stk.StartManagerReplica(ctx, name, electing...)
+		if r != nil {
+			t.Cleanup(func() { _ = r.Stop(30 * time.Second) })
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := replica("a"), replica("b")
+	leader, standby := waitLeader(t, a, b)
+
+	s := newScene(t, "chaos-leader")
+	s.install()
+	if n := glanceReconciles(t, standby); n != 0 {
+		t.Errorf("the standby reconciled %v Glances; only the leader may", n)
+	}
+	if glanceReconciles(t, leader) == 0 {
+		t.Error("the leader reconciled no Glance; the check above is vacuous")
+	}
+
+	start := time.Now()
+	if err := leader.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, standby)
+	sigterm := time.Since(start)
+
+	c := replica("c")
+	leader, standby = waitLeader(t, standby, c)
+	start = time.Now()
+	if err := leader.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, standby)
+	sigkill := time.Since(start)
+	t.Logf("failover: %.1fs after SIGTERM of the leader, %.1fs after SIGKILL", sigterm.Seconds(), sigkill.Seconds())
+
+	// The new leader carries on: a change converges.
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Deployment.Replicas = ptr.To[int32](3) })
+	s.ready()
+	if n := glanceReconciles(t, standby); n == 0 {
+		t.Error("the new leader reconciled no Glance")
+	}
+}
+
+// waitLeader waits until exactly one of the replicas holds the lease, and
+// returns it and, when there are two, the other.
+func waitLeader(t *testing.T, replicas ...*stack.ManagerReplica) (leader, standby *stack.ManagerReplica) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var leaders, others []*stack.ManagerReplica
+		for _, r := range replicas {
+			if families, err := stack.Scrape(context.Background(), r.MetricsURL); err == nil && leads(families) {
+				leaders = append(leaders, r)
+			} else {
+				others = append(others, r)
+			}
+		}
+		if len(leaders) > 1 {
+			t.Fatalf("%d replicas lead at once", len(leaders))
+		}
+		if len(leaders) == 1 {
+			if len(others) > 0 {
+				return leaders[0], others[0]
+			}
+			return leaders[0], nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no replica took the lease within a minute")
+	return nil, nil
+}
+
+// glanceReconciles is the Glance controller's reconcile count on a replica.
+func glanceReconciles(t *testing.T, r *stack.ManagerReplica) float64 {
+	t.Helper()
+	return metricAt(t, r.MetricsURL, "controller_runtime_reconcile_total", map[string]string{"controller": "glance"})
+}
+
+// leads reports whether a replica's metrics say it holds the lease.
+func leads(families map[string]*dto.MetricFamily) bool {
+	f, ok := families["leader_election_master_status"]
+	if !ok {
+		return false
+	}
+	for _, m := range f.GetMetric() {
+		if m.GetGauge().GetValue() == 1 {
+			return true
+		}
+	}
+	return false
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
 	"github.com/c5c3/glance-operator/test/operatortest"
+	"github.com/c5c3/glance-operator/test/stack"
 )
 
 // waitTimeout bounds every wait of a story step. The slowest step is a Job
@@ -498,7 +499,13 @@ func command(c corev1.Container) string {
 // summed over the series matching labels; 0 when absent.
 func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := stk.ManagerMetrics(context.Background())
+	return metricAt(t, stk.ManagerMetricsURL, name, labels)
+}
+
+// metricAt is metricValue of the endpoint at url.
+func metricAt(t *testing.T, url, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := stack.Scrape(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

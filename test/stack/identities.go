@@ -149,6 +149,7 @@ func (s *Stack) applyIdentities(ctx context.Context, ids *chartIdentities, cl cl
 		// The admin config without its client certificate: same server
 		// and CA, the ServiceAccount's token as the only credential.
 		cfg := rest.AnonymousClientConfig(s.Config)
+		cfg.Host = s.BinariesServer()
 		cfg.BearerToken = token
 		if err := controlplane.WriteKubeconfig(cfg, id.kubeconfig); err != nil {
 			return fmt.Errorf("write the kubeconfig of %s: %w", ServiceAccountUser(id.sa), err)
@@ -312,7 +313,7 @@ func (s *Stack) RBACDenials() ([]string, error) {
 // handles without logging it still counts. Call it before Stop.
 func (s *Stack) ManagerForbiddenRequests(ctx context.Context, server string) (map[string]float64, error) {
 	if server == "" {
-		server = s.Config.Host
+		server = s.BinariesServer()
 	}
 	u, err := url.Parse(server)
 	if err != nil {
@@ -344,7 +345,12 @@ func (s *Stack) ManagerForbiddenRequests(ctx context.Context, server string) (ma
 
 // ManagerMetrics scrapes glance-operator's /metrics.
 func (s *Stack) ManagerMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ManagerMetricsURL, nil)
+	return Scrape(ctx, s.ManagerMetricsURL)
+}
+
+// Scrape reads a Prometheus text endpoint.
+func Scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -354,12 +360,12 @@ func (s *Stack) ManagerMetrics(ctx context.Context) (map[string]*dto.MetricFamil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", s.ManagerMetricsURL, resp.Status)
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", s.ManagerMetricsURL, err)
+		return nil, fmt.Errorf("parse %s: %w", url, err)
 	}
 	return families, nil
 }

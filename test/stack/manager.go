@@ -7,8 +7,11 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
@@ -17,18 +20,36 @@ import (
 // ServiceAccount and returns once its caches are synced (/readyz).
 // baseArgs are a chart Deployment's arguments, or nil for the stack's own.
 func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string, baseArgs, extraArgs []string) error {
-	ports, err := controlplane.FreePorts(2)
-	if err != nil {
-		return err
-	}
-	metrics, health := ports[0], ports[1]
-	s.ManagerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
 	if baseArgs == nil {
 		// As the chart's Deployment: target clusters register in the
 		// operator's namespace.
 		baseArgs = []string{"--leader-elect=false", "--operator-namespace=" + OperatorNamespace, "--clusters-namespace=" + OperatorNamespace}
 	}
 	s.managerBaseArgs = baseArgs
+	name := s.processName("glance-operator")
+	if s.managerRestarts > 0 {
+		name = fmt.Sprintf("%s-restart-%d", name, s.managerRestarts)
+	}
+	manager, metricsURL, err := s.runManager(ctx, name, bin, healthcheckAddress, baseArgs, extraArgs, func(p *controlplane.Process) {
+		s.mu.Lock()
+		s.manager = p
+		s.mu.Unlock()
+	})
+	if manager != nil {
+		s.ManagerMetricsURL = metricsURL
+		s.ManagerLog = manager.LogPath()
+	}
+	return err
+}
+
+// runManager starts a run of glance-operator named name, hands it to
+// started at once, and returns it with its /metrics URL once it is ready.
+func (s *Stack) runManager(ctx context.Context, name, bin, healthcheckAddress string, baseArgs, extraArgs []string, started func(*controlplane.Process)) (*controlplane.Process, string, error) {
+	ports, err := controlplane.FreePorts(2)
+	if err != nil {
+		return nil, "", err
+	}
+	metrics, health := ports[0], ports[1]
 	args := append(withFlags(baseArgs,
 		"--kubeconfig="+s.ManagerKubeconfig,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
@@ -37,24 +58,65 @@ func (s *Stack) startManager(ctx context.Context, bin, healthcheckAddress string
 		// serve nothing, so health probes go to the stand-in.
 		"--dev-healthcheck-address="+healthcheckAddress,
 	), extraArgs...)
-	name := s.processName("glance-operator")
-	if s.managerKills > 0 {
-		name = fmt.Sprintf("%s-after-kill-%d", name, s.managerKills)
+	p, err := controlplane.StartProcess(s.Dir, name, bin, args...)
+	started(p)
+	if p != nil {
+		s.binaryLogs = append(s.binaryLogs, p.LogPath())
 	}
-	manager, err := controlplane.StartProcess(s.Dir, name, bin, args...)
-	s.mu.Lock()
-	s.manager = manager
-	s.mu.Unlock()
-	if s.manager != nil {
-		s.ManagerLog = s.manager.LogPath()
-		s.binaryLogs = append(s.binaryLogs, s.ManagerLog)
+	if err != nil {
+		return p, "", err
 	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
+	return p, metricsURL, s.poll(ctx, name+" /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
+	})
+}
+
+// ManagerReplica is a run of glance-operator besides the stack's own.
+type ManagerReplica struct {
+	*controlplane.Process
+	// MetricsURL is its Prometheus endpoint.
+	MetricsURL string
+}
+
+// StartManagerReplica starts another run of glance-operator with the
+// stack's arguments and extraArgs after them, and returns once it is
+// ready; the caller stops it. Its log is one of ManagerLogs.
+func (s *Stack) StartManagerReplica(ctx context.Context, name string, extraArgs ...string) (*ManagerReplica, error) {
+	p, metricsURL, err := s.runManager(ctx, "glance-operator-"+name, s.bins.manager, s.healthcheckAddress, s.managerBaseArgs, append(slices.Clone(s.managerExtraArgs), extraArgs...), func(*controlplane.Process) {})
+	if p == nil {
+		return nil, err
+	}
+	return &ManagerReplica{Process: p, MetricsURL: metricsURL}, err
+}
+
+// StopManager stops the stack's glance-operator with SIGTERM, as a rollout
+// deletes its pod; StartManager starts it again with the same arguments.
+func (s *Stack) StopManager() error {
+	manager, err := s.takeManager()
 	if err != nil {
 		return err
 	}
-	return s.poll(ctx, "glance-operator /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
-	})
+	return manager.Stop(30 * time.Second)
+}
+
+// StartManager starts the stack's glance-operator after StopManager.
+func (s *Stack) StartManager(ctx context.Context) error {
+	s.managerRestarts++
+	return s.startManager(ctx, s.bins.manager, s.healthcheckAddress, s.managerBaseArgs, s.managerExtraArgs)
+}
+
+// takeManager removes the running manager from the stack, so that Check
+// does not report it once it is stopped.
+func (s *Stack) takeManager() (*controlplane.Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	manager := s.manager
+	s.manager = nil
+	if manager == nil {
+		return nil, errors.New("glance-operator is not running")
+	}
+	return manager, nil
 }
 
 // startHealthcheck serves the stand-in of glance-api's /healthcheck on
@@ -87,18 +149,14 @@ func (s *Stack) ManagerPID() int { return s.manager.PID() }
 // arguments, as a Deployment replaces a killed pod, and returns once the
 // new run is ready. Check does not report the killed run.
 func (s *Stack) KillManager(ctx context.Context) error {
-	s.mu.Lock()
-	manager := s.manager
-	s.manager = nil
-	s.mu.Unlock()
-	if manager == nil {
-		return errors.New("glance-operator is not running")
+	manager, err := s.takeManager()
+	if err != nil {
+		return err
 	}
 	if err := manager.Kill(); err != nil {
 		return err
 	}
-	s.managerKills++
-	return s.startManager(ctx, s.bins.manager, s.healthcheckAddress, s.managerBaseArgs, s.managerExtraArgs)
+	return s.StartManager(ctx)
 }
 
 // ManagerLogs are the logs of every run of glance-operator.
@@ -110,4 +168,45 @@ func (s *Stack) ManagerLogs() []string {
 		}
 	}
 	return logs
+}
+
+// BinariesServer is the address the binaries' kubeconfigs name: the
+// API server's front door.
+func (s *Stack) BinariesServer() string {
+	if s.front == nil {
+		return s.Config.Host
+	}
+	return "https://" + s.front.address
+}
+
+// RestartAPIServer stops kube-apiserver for down, keeping etcd, the
+// controllers and both binaries running, and starts it again. The binaries
+// lose their connections at the stop and reach the new server once it is
+// ready and authorizes the chart's roles, as behind a load balancer that
+// checks /readyz: a server still loading its RBAC denies every call.
+func (s *Stack) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	ids, err := renderChartIdentities()
+	if err != nil {
+		return err
+	}
+	s.front.close()
+	if err := s.Cluster.StopAPIServer(); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := s.Cluster.StartAPIServer(ctx); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	if err := s.waitAuthorized(ctx, cs, ids.rbac); err != nil {
+		return err
+	}
+	return s.front.open()
 }

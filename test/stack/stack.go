@@ -91,13 +91,17 @@ type Stack struct {
 	// WebhookMetricsURL is glance-webhook's Prometheus endpoint.
 	WebhookMetricsURL string
 
+	// front is the binaries' way to the API server, as a load balancer
+	// would be: RestartAPIServer closes it until the new server is ready.
+	front *frontDoor
 	// mu guards manager against Check while KillManager replaces it.
 	mu               sync.Mutex
 	manager, webhook *controlplane.Process
 	// managerBaseArgs are the arguments of the manager's last start, for
-	// a start after KillManager; managerKills counts those starts.
+	// a start after KillManager or StopManager; managerRestarts counts those
+	// starts.
 	managerBaseArgs []string
-	managerKills    int
+	managerRestarts int
 	// binaryLogs are the logs of every run of the two binaries; a rolled
 	// out stack runs them again under new names (processName).
 	binaryLogs []string
@@ -189,6 +193,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, buildErr
 	}
 	s.Kubeconfig, s.Config = s.Cluster.Kubeconfig, s.Cluster.Config
+	if s.front, err = newFrontDoor(s.Config.Host); err != nil {
+		return nil, err
+	}
 
 	cl, err := operatortest.NewClient(s.Config)
 	if err != nil {
@@ -286,6 +293,10 @@ func (s *Stack) Stop() error {
 	if s.healthcheck != nil {
 		errs = append(errs, s.healthcheck.Close())
 		s.healthcheck = nil
+	}
+	if s.front != nil {
+		s.front.close()
+		s.front = nil
 	}
 	if s.Cluster != nil {
 		errs = append(errs, s.Cluster.Stop())

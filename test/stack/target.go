@@ -331,7 +331,7 @@ func (t *Target) Stop() error {
 	return errors.Join(errs...)
 }
 
-// frontDoor is the target API server's load balancer: a TCP forwarder on
+// frontDoor is an API server's load balancer: a TCP forwarder on
 // a loopback address of its own. Closing it drops every connection through
 // it; opening it again listens on the same address.
 type frontDoor struct {
@@ -358,7 +358,7 @@ func newFrontDoor(server string) (*frontDoor, error) {
 func (f *frontDoor) open() error {
 	l, err := net.Listen("tcp", f.address)
 	if err != nil {
-		return fmt.Errorf("front door of the target's API server: %w", err)
+		return fmt.Errorf("front door of the API server %s: %w", f.backend, err)
 	}
 	f.mu.Lock()
 	f.listener = l
