@@ -274,7 +274,7 @@ func measure(ctx context.Context, o Options, n int) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := url.Parse(stk.Config.Host)
+	host, err := url.Parse(stk.BinariesServer())
 	if err != nil {
 		return nil, err
 	}
