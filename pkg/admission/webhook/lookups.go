@@ -48,14 +48,16 @@ func (l APILookups) PriorityClassExists(ctx context.Context, name string) (bool,
 // default unset within the watch's lag is refused once more, and the retry
 // passes. When it shows none, the API server is asked, as APILookups does:
 // a default made within the watch's lag is never missed.
+// Its PriorityClass lookup is APILookups'.
 type CachedLookups struct {
+	APILookups
 	// Cache is the informer cache, indexed by IndexBackendGlance.
 	Cache client.Reader
-	API   APILookups
 }
 
 func (l CachedLookups) Backends(ctx context.Context, namespace, glance, reviewed string) ([]v1alpha1.GlanceBackend, error) {
-	cached, err := listBackends(ctx, l.Cache, namespace, glance)
+	// The rule only reads the list: no copy of each cached backend.
+	cached, err := listBackends(ctx, l.Cache, namespace, glance, client.UnsafeDisableDeepCopy)
 	if err == nil {
 		for i := range cached {
 			if cached[i].Name != reviewed && admission.IsLiveDefault(&cached[i]) {
@@ -63,16 +65,13 @@ func (l CachedLookups) Backends(ctx context.Context, namespace, glance, reviewed
 			}
 		}
 	}
-	return l.API.Backends(ctx, namespace, glance, reviewed)
+	return l.APILookups.Backends(ctx, namespace, glance, reviewed)
 }
 
-func (l CachedLookups) PriorityClassExists(ctx context.Context, name string) (bool, error) {
-	return l.API.PriorityClassExists(ctx, name)
-}
-
-func listBackends(ctx context.Context, r client.Reader, namespace, glance string) ([]v1alpha1.GlanceBackend, error) {
+func listBackends(ctx context.Context, r client.Reader, namespace, glance string, opts ...client.ListOption) ([]v1alpha1.GlanceBackend, error) {
 	var list v1alpha1.GlanceBackendList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: glance}); err != nil {
+	opts = append(opts, client.InNamespace(namespace), client.MatchingFields{v1alpha1.IndexBackendGlance: glance})
+	if err := r.List(ctx, &list, opts...); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

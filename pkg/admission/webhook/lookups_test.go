@@ -65,7 +65,7 @@ func TestCachedLookupsRefuseFromTheCacheOnly(t *testing.T) {
 			cache.err = c.cacheErr
 			// The API server knows a default the watch has not delivered.
 			api := backendsReader(t, sampleBackend(ns, "primary", true), sampleBackend(ns, "new-default", true))
-			l := CachedLookups{Cache: cache, API: APILookups{Reader: api}}
+			l := CachedLookups{APILookups: APILookups{Reader: api}, Cache: cache}
 			got, err := l.Backends(t.Context(), ns, "glance", "archive")
 			if err != nil {
 				t.Fatal(err)

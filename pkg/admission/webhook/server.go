@@ -192,7 +192,7 @@ func RunServer(ctx context.Context, cfg *rest.Config, opts ServerOptions, log lo
 		if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, v1alpha1.BackendGlanceIndex); err != nil {
 			return err
 		}
-		lookups = CachedLookups{Cache: mgr.GetCache(), API: APILookups{Reader: mgr.GetAPIReader()}}
+		lookups = CachedLookups{APILookups: APILookups{Reader: mgr.GetAPIReader()}, Cache: mgr.GetCache()}
 		if err := mgr.AddReadyzCheck("backends-cache", cacheSynced(mgr.GetCache())); err != nil {
 			return err
 		}
