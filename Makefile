@@ -88,7 +88,7 @@ bench-scale: control-plane ## Measure the operator at N Glances (default 1,100,1
 	$(GO) run ./hack/benchscale -n=$(N) -out=$(RUN_DIR)/bench-scale
 
 .PHONY: chaos
-chaos: control-plane ## Run the chaos suite's long mode: 50 manager kills over three Glances' install and upgrade, API-server restarts, leader failover.
+chaos: control-plane ## Run the chaos suite's long mode: 50 manager kills over three Glances' install and upgrade, API-server restarts, leader failover, a webhook outage.
 	$(GO) test -tags chaos -timeout 60m -count=1 -v -run '^TestChaos' ./test/e2e/ -args -chaos.long
 
 .PHONY: fuzz

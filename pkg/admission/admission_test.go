@@ -200,6 +200,35 @@ func TestValidateGlance(t *testing.T) {
 			"spec.deployment.resources.requests[cpu]|FieldValueInvalid|must be less than or equal to cpu limit of 1",
 			"spec.deployment.resources.requests[memory]|FieldValueInvalid|must be less than or equal to memory limit of 1Gi",
 		}},
+		// A comparison of these would scale "1" up to 10^99999999: minutes
+		// of CPU before the fix, so the test would time out.
+		{name: "request and limit out of range", new: baseGlance(deployment(func(d *v1alpha1.GlanceDeploymentSpec) {
+			d.Resources = corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{"cpu": qty("1e99999999"), "memory": qty("1Gi")},
+				Limits:   corev1.ResourceList{"cpu": qty("1"), "memory": qty("0e-99999999")},
+			}
+		})), errs: []string{
+			"spec.deployment.resources.requests[cpu]|FieldValueInvalid|is out of range",
+			"spec.deployment.resources.limits[memory]|FieldValueInvalid|is out of range",
+		}},
+		{name: "volume sizes out of range", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Staging = &v1alpha1.StagingSpec{SizeLimit: ptr.To(qty("1e99999999"))}
+			g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: qty("0e-99999999")}
+			g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"ephemeral-storage": qty("1Gi")}}}
+		}), errs: []string{
+			"spec.staging.sizeLimit|FieldValueInvalid|is out of range",
+			"spec.imageCache.size|FieldValueInvalid|is out of range",
+		}},
+		{name: "logger names logging.conf cannot carry", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.Logging = &v1alpha1.LoggingSpec{PerLoggerLevels: map[string]v1alpha1.LogLevel{
+				"root": "DEBUG", "x\n[handler_evil]": "DEBUG", "glance\u202e": "INFO", " glance": "INFO", "glance_store": "DEBUG",
+			}}
+		}), errs: []string{
+			"spec.logging.perLoggerLevels[ glance]|FieldValueInvalid|logger name starts or ends with whitespace",
+			"spec.logging.perLoggerLevels[glance\u202e]|FieldValueInvalid|logger name contains the bidirectional control character U+202E",
+			"spec.logging.perLoggerLevels[root]|FieldValueInvalid|names the root logger",
+			"spec.logging.perLoggerLevels[x\n[handler_evil]]|FieldValueInvalid|logger name contains the control character U+000A",
+		}},
 		{name: "rolling update that cannot progress", new: baseGlance(deployment(func(d *v1alpha1.GlanceDeploymentSpec) {
 			d.Strategy = &appsv1.DeploymentStrategy{RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromString("0%"))}}
 		})), errs: []string{"spec.deployment.strategy.rollingUpdate|FieldValueInvalid|may not both be 0"}},
@@ -496,6 +525,15 @@ func TestValidateGlanceBackend(t *testing.T) {
 				"spec.extraOptions[z-z]|FieldValueInvalid|option name must be",
 				`spec.isDefault|FieldValueInvalid|"a"`,
 			}, wantCalls: 1},
+		{name: "extra option values the INI writer refuses", new: backendOf("a", "glance", false, func(b *v1alpha1.GlanceBackend) {
+			b.Spec.ExtraOptions = map[string]v1alpha1.OptionValue{"a": "x\x1b[2K", "b": "admin\u202e", "c": "\xff", "d": "plain"}
+		}), lookups: &fakeLookups{}, errs: []string{
+			"spec.extraOptions[a]|FieldValueInvalid|value contains the control character U+001B",
+			"spec.extraOptions[b]|FieldValueInvalid|value contains the bidirectional control character U+202E",
+			"spec.extraOptions[c]|FieldValueInvalid|value is not valid UTF-8",
+		}},
+		{name: "s3 host with a bidirectional control", new: backendOf("a", "glance", false, func(b *v1alpha1.GlanceBackend) { b.Spec.S3.Host = "http://s3\u202e.example.com" }),
+			lookups: &fakeLookups{}, errs: []string{"spec.s3.host|FieldValueInvalid|contains the bidirectional control character U+202E"}},
 		{name: "unsetting default", old: ptr.To(backendOf("a", "glance", true)), new: backendOf("a", "glance", false), lookups: &fakeLookups{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,13 +15,16 @@ import (
 )
 
 // ValidateGlanceBackend validates a create (old nil) or an update of a
-// GlanceBackend. Reserved names, the immutable fields and the extraOptions
-// values are CRD rules, which the API server enforces before any webhook; the
-// extraOptions keys are judged here, so that each error names its key. The
+// GlanceBackend. Reserved names, the immutable fields and line breaks in the
+// extraOptions values are CRD rules, which the API server enforces before any
+// webhook; the extraOptions keys, the rest of the INI writer's rules on the
+// values and on s3.host are judged here, so that each error names its field
+// (the controller would otherwise skip the backend at render time). The
 // one-default rule is judged when a backend becomes the default, against the
 // siblings not being deleted; a failed lookup denies, and nil lookups skip it.
 func ValidateGlanceBackend(ctx context.Context, old, b *v1alpha1.GlanceBackend, lookups Lookups) (Warnings, field.ErrorList) {
 	errs := validateExtraOptionKeys(b.Spec.ExtraOptions, field.NewPath("spec", "extraOptions"))
+	errs = append(errs, validateStoreText(b)...)
 	becomesDefault := b.Spec.IsDefault && (old == nil || !old.Spec.IsDefault)
 	if becomesDefault && lookups != nil {
 		p := field.NewPath("spec", "isDefault")
@@ -65,6 +68,30 @@ func validateExtraOptionKeys(opts map[string]v1alpha1.OptionValue, p *field.Path
 			errs = append(errs, field.Invalid(p.Key(key), key, "is rendered by the operator from spec.s3 (s3_store_* and store_description cannot be set here)"))
 		case !optionKeyPattern.MatchString(key):
 			errs = append(errs, field.Invalid(p.Key(key), key, "option name must be 1-256 characters of letters, digits and '_'"))
+		}
+	}
+	return errs
+}
+
+// validateStoreText refuses, by the INI writer's rules, the extraOptions
+// values and the s3.host that would make backends.conf fail to render:
+// control and bidirectional control characters, and invalid UTF-8. (The CRD
+// refuses line breaks in the values, and the host's URL rule refuses ASCII
+// control characters, but not the others.) The errors name the character,
+// not the value: the controller reports them in a GlanceBackendSkipped
+// event, whose note the API bounds to 1024 characters, and a value may have
+// as many.
+func validateStoreText(b *v1alpha1.GlanceBackend) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("spec", "extraOptions")
+	for _, key := range slices.Sorted(maps.Keys(b.Spec.ExtraOptions)) {
+		if problem := render.TextProblem(string(b.Spec.ExtraOptions[key])); problem != "" {
+			errs = append(errs, field.Invalid(p.Key(key), field.OmitValueType{}, "value "+problem))
+		}
+	}
+	if s3 := b.Spec.S3; s3 != nil {
+		if problem := render.TextProblem(s3.Host); problem != "" {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "s3", "host"), field.OmitValueType{}, problem))
 		}
 	}
 	return errs

@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -49,6 +50,10 @@ func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookup
 	errs = append(errs, validateMiddleware(g.Spec.Middleware, spec.Child("middleware"))...)
 	errs = append(errs, validatePlugins(g.Spec.Plugins, spec.Child("plugins"))...)
 	errs = append(errs, validateExtraConfig(g.Spec.ExtraConfig, spec.Child("extraConfig"))...)
+	if l := g.Spec.Logging; l != nil {
+		errs = append(errs, validateLoggerNames(l.PerLoggerLevels, spec.Child("logging", "perLoggerLevels"))...)
+	}
+	errs = append(errs, validateVolumeSizes(g, spec)...)
 	if p := g.Spec.DBPurge; p != nil && p.Schedule != "" {
 		errs = append(errs, validateSchedule(p.Schedule, spec.Child("dbPurge", "schedule"))...)
 	}
@@ -130,12 +135,29 @@ func validateDeployment(ctx context.Context, g *v1alpha1.Glance, p *field.Path, 
 	var errs field.ErrorList
 
 	res := d.Resources
+	// Out-of-range quantities are refused before any comparison, which
+	// would cost a power of ten as long as their exponent.
+	outOfRange := map[corev1.ResourceName]bool{}
+	for _, kind := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", res.Requests}, {"limits", res.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(kind.list)) {
+			if q := kind.list[name]; quantityOutOfRange(q) {
+				errs = append(errs, field.Invalid(p.Child("resources", kind.name).Key(string(name)), q.String(), quantityRangeMessage))
+				outOfRange[name] = true
+			}
+		}
+	}
 	names := make([]string, 0, len(res.Requests))
 	for name := range res.Requests {
 		names = append(names, string(name))
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		if outOfRange[corev1.ResourceName(name)] {
+			continue
+		}
 		req := res.Requests[corev1.ResourceName(name)]
 		if limit, ok := res.Limits[corev1.ResourceName(name)]; ok && req.Cmp(limit) > 0 {
 			errs = append(errs, field.Invalid(p.Child("resources", "requests").Key(name), req.String(), fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
@@ -188,6 +210,34 @@ func validateDeployment(ctx context.Context, g *v1alpha1.Glance, p *field.Path, 
 		case !exists:
 			errs = append(errs, field.NotFound(pp, *pc))
 		}
+	}
+	return errs
+}
+
+// quantityRangeMessage says why quantityOutOfRange refuses a quantity.
+const quantityRangeMessage = "is out of range: a quantity's exponent must lie between 10^-9 and 10^18"
+
+// quantityOutOfRange reports a quantity whose decimal exponent lies beyond
+// anything a node has (10^18) or can count (10^-9). The API server lets such
+// quantities through the CRD's pattern ("1e2000000000"), and comparing or
+// adding two quantities scales one to the other's exponent, which costs a
+// power of ten with as many digits as the exponents differ: gigabytes and
+// minutes in the webhook and the controller alike. Every rule that does
+// arithmetic on a quantity checks this first.
+func quantityOutOfRange(q resource.Quantity) bool {
+	s := q.AsDec().Scale()
+	return s < -18 || s > 9
+}
+
+// validateVolumeSizes refuses volume sizes out of range; storageWarnings
+// adds them up.
+func validateVolumeSizes(g *v1alpha1.Glance, spec *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st := g.Spec.Staging; st != nil && st.SizeLimit != nil && quantityOutOfRange(*st.SizeLimit) {
+		errs = append(errs, field.Invalid(spec.Child("staging", "sizeLimit"), st.SizeLimit.String(), quantityRangeMessage))
+	}
+	if c := g.Spec.ImageCache; c != nil && quantityOutOfRange(c.Size) {
+		errs = append(errs, field.Invalid(spec.Child("imageCache", "size"), c.Size.String(), quantityRangeMessage))
 	}
 	return errs
 }
@@ -264,6 +314,25 @@ func validateExtraConfig(cfg map[string]map[string]string, p *field.Path) field.
 			errs = append(errs, field.Invalid(sp, section, "section name "+problem))
 		}
 		errs = append(errs, validateOptions(cfg[section], sp)...)
+	}
+	return errs
+}
+
+// validateLoggerNames refuses the logger names logging.conf cannot carry:
+// the root logger's (fileConfig would drop its handler), names with
+// surrounding whitespace (trimmed, so another logger's), and text the INI
+// writer refuses in the qualname.
+func validateLoggerNames(levels map[string]v1alpha1.LogLevel, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(levels)) {
+		switch {
+		case name == "" || name == "root":
+			errs = append(errs, field.Invalid(p.Key(name), name, "names the root logger; set spec.logging.level instead"))
+		case render.TextProblem(name) != "":
+			errs = append(errs, field.Invalid(p.Key(name), name, "logger name "+render.TextProblem(name)))
+		case strings.TrimSpace(name) != name:
+			errs = append(errs, field.Invalid(p.Key(name), name, "logger name starts or ends with whitespace"))
+		}
 	}
 	return errs
 }

@@ -49,6 +49,9 @@ func storageWarnings(g *v1alpha1.Glance) Warnings {
 		w = append(w, "spec.staging.unbounded: the staging and tasks-work volumes have no size limit; a large import can fill the node's disk, and the kubelet then evicts pods outside the PodDisruptionBudget")
 	}
 	cache := g.Spec.ImageCache
+	if cache != nil && quantityOutOfRange(cache.Size) {
+		return w // refused; its arithmetic would not end
+	}
 	if cache != nil && cache.Size.Sign() > 0 && cache.Size.Cmp(ImageCacheFloor) < 0 {
 		threshold := resource.NewQuantity(cache.Size.Value()*v1alpha1.ImageCacheMaxSizePercent/100, resource.BinarySI)
 		w = append(w, fmt.Sprintf("spec.imageCache.size %s leaves the pruner a threshold of %s (%d%%): below %s most images cannot be cached and the pruner runs constantly",
@@ -62,6 +65,9 @@ func storageWarnings(g *v1alpha1.Glance) Warnings {
 		return w
 	}
 	scratch := StagingSizeLimit(g)
+	if quantityOutOfRange(limit) || quantityOutOfRange(scratch) {
+		return w // refused; its arithmetic would not end
+	}
 	total := scratch.DeepCopy()
 	total.Add(scratch) // staging and tasks-work each get the bound
 	cacheSize := resource.MustParse("0")

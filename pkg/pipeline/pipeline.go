@@ -287,15 +287,20 @@ func conditionMessage(err error) string {
 
 // truncateMessage cuts msg to what a condition message may hold, so that a
 // long error never makes the status write fail.
-func truncateMessage(msg string) string {
-	if len(msg) <= maxConditionMessage {
-		return msg
+func truncateMessage(msg string) string { return Truncate(msg, maxConditionMessage) }
+
+// Truncate cuts text to at most limit bytes, on a character boundary, with
+// "…" marking the cut: the API server refuses an object whose message or
+// note is longer than its bound, and the object is lost.
+func Truncate(text string, limit int) string {
+	if len(text) <= limit {
+		return text
 	}
-	msg = msg[:maxConditionMessage-len("…")]
-	for !utf8.ValidString(msg) {
-		msg = msg[:len(msg)-1]
+	text = text[:limit-len("…")]
+	for !utf8.ValidString(text) {
+		text = text[:len(text)-1]
 	}
-	return msg + "…"
+	return text + "…"
 }
 
 func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []Step[T, S]) (ctrl.Result, error) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 func TestBackendsConf(t *testing.T) {
@@ -26,7 +27,7 @@ func TestBackendsConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := mustParseINI(t, text, osloDialect)
+	p := mustParseINI(t, text, iniparse.Oslo)
 	if got := p["DEFAULT"]["enabled_backends"]; got != "alpha:s3,beta:s3" {
 		t.Errorf("enabled_backends = %q", got)
 	}
@@ -59,7 +60,7 @@ func TestBackendsConf(t *testing.T) {
 			t.Errorf("[beta] %s = %q, want %q", k, p["beta"][k], v)
 		}
 	}
-	if got, err := osloSubstituted(p["beta"]["s3_store_secret_key"]); err != nil || got != b.SecretAccessKey {
+	if got, err := iniparse.OsloSubstituted(p["beta"]["s3_store_secret_key"]); err != nil || got != b.SecretAccessKey {
 		t.Errorf("secret key reads back as %q (%v), want %q", got, err, b.SecretAccessKey)
 	}
 	// Extra options follow the operator's keys, sorted.

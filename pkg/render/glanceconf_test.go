@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 // absent marks a key that must not be rendered.
@@ -194,7 +195,7 @@ func TestGlanceAPIConf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw := mustParseINI(t, text, configParserDialect) // configparser keeps quotes: the text as written
+			raw := mustParseINI(t, text, iniparse.ConfigParser) // configparser keeps quotes: the text as written
 			for sk, want := range tt.want {
 				got, ok := raw[sk[0]][sk[1]]
 				switch {

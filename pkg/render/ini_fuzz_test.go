@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 // FuzzINI checks the one promise of the INI writer and of every builder that
@@ -69,9 +70,9 @@ func FuzzINI(f *testing.F) {
 
 // fuzzBase holds the parsed renders the fuzzed inputs are compared against.
 type fuzzBase struct {
-	conf       parsedINI // glance-api.conf of fuzzGlance
-	pluginConf parsedINI // the same with one plugin without config
-	backends   parsedINI // backends.conf of the sibling and the fuzzed backend without extraOptions
+	conf       iniparse.File // glance-api.conf of fuzzGlance
+	pluginConf iniparse.File // the same with one plugin without config
+	backends   iniparse.File // backends.conf of the sibling and the fuzzed backend without extraOptions
 }
 
 func fuzzGlance() *v1alpha1.Glance {
@@ -101,9 +102,9 @@ func baseConfigs(tb testing.TB) fuzzBase {
 		tb.Fatal(err)
 	}
 	return fuzzBase{
-		conf:       mustParseINI(tb, conf, osloDialect),
-		pluginConf: mustParseINI(tb, pluginConf, osloDialect),
-		backends:   mustParseINI(tb, backends, osloDialect),
+		conf:       mustParseINI(tb, conf, iniparse.Oslo),
+		pluginConf: mustParseINI(tb, pluginConf, iniparse.Oslo),
+		backends:   mustParseINI(tb, backends, iniparse.Oslo),
 	}
 }
 
@@ -118,21 +119,21 @@ func checkWriterRoundTrip(t *testing.T, section, key, value string) {
 	if err != nil {
 		return
 	}
-	for _, d := range []iniDialect{osloDialect, configParserDialect} {
-		want := parsedINI{}
-		want.set("before", "a", "1")
-		if d == osloDialect {
-			want.set(section, key, osloReads(value))
+	for _, d := range []iniparse.Dialect{iniparse.Oslo, iniparse.ConfigParser} {
+		want := iniparse.File{}
+		want.Set("before", "a", "1")
+		if d == iniparse.Oslo {
+			want.Set(section, key, iniparse.OsloReads(value))
 		} else {
-			want.set(section, key, strings.TrimFunc(value, isPythonSpace))
+			want.Set(section, key, strings.TrimFunc(value, iniparse.IsSpace))
 		}
-		want.set("after", "z", "2")
-		got, err := parseINI(text, d)
+		want.Set("after", "z", "2")
+		got, err := iniparse.Parse(text, d)
 		if err != nil {
-			t.Fatalf("dialect %d: rendered file does not parse: %v\n%s", d, err, text)
+			t.Fatalf("%v: rendered file does not parse: %v\n%s", d, err, text)
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("dialect %d: read back %#v\nwant %#v\nfile:\n%s", d, got, want, text)
+			t.Fatalf("%v: read back %#v\nwant %#v\nfile:\n%s", d, got, want, text)
 		}
 	}
 }
@@ -144,8 +145,8 @@ func checkExtraConfigRoundTrip(t *testing.T, base fuzzBase, section, key, value 
 	if err != nil {
 		return
 	}
-	want := base.conf.clone()
-	want.set(section, key, osloReads(value))
+	want := base.conf.Clone()
+	want.Set(section, key, iniparse.OsloReads(value))
 	expectParsed(t, "extraConfig", text, want)
 }
 
@@ -156,13 +157,13 @@ func checkPluginConfigRoundTrip(t *testing.T, base fuzzBase, section, key, value
 	if err != nil {
 		return
 	}
-	want := base.conf.clone()
+	want := base.conf.Clone()
 	for s, kv := range base.pluginConf {
 		for k, v := range kv {
-			want.set(s, k, v)
+			want.Set(s, k, v)
 		}
 	}
-	want.set(section, key, osloReads(value))
+	want.Set(section, key, iniparse.OsloReads(value))
 	expectParsed(t, "plugin config", text, want)
 }
 
@@ -176,8 +177,8 @@ func checkExtraOptionRoundTrip(t *testing.T, base fuzzBase, key, value string) {
 	if err != nil {
 		t.Fatalf("CheckBackend passed but BackendsConf failed: %v", err)
 	}
-	want := base.backends.clone()
-	want.set("fuzz", key, osloReads(value))
+	want := base.backends.Clone()
+	want.Set("fuzz", key, iniparse.OsloReads(value))
 	expectParsed(t, "extraOptions", text, want)
 }
 
@@ -197,22 +198,22 @@ func checkCredentialLiteral(t *testing.T, base fuzzBase, value string) {
 	if err != nil {
 		t.Fatalf("CheckBackend passed but BackendsConf failed: %v", err)
 	}
-	got := mustParseINI(t, text, osloDialect)
+	got := mustParseINI(t, text, iniparse.Oslo)
 	for _, k := range []string{"s3_store_access_key", "s3_store_secret_key"} {
-		v, err := osloSubstituted(got["fuzz"][k])
+		v, err := iniparse.OsloSubstituted(got["fuzz"][k])
 		if err != nil || v != value {
 			t.Fatalf("%s reads back as %q (%v), want %q\nfile:\n%s", k, v, err, value, text)
 		}
 	}
-	want := base.backends.clone()
+	want := base.backends.Clone()
 	want["fuzz"]["s3_store_access_key"] = got["fuzz"]["s3_store_access_key"]
 	want["fuzz"]["s3_store_secret_key"] = got["fuzz"]["s3_store_secret_key"]
 	expectParsed(t, "credentials", text, want)
 }
 
-func expectParsed(t *testing.T, what, text string, want parsedINI) {
+func expectParsed(t *testing.T, what, text string, want iniparse.File) {
 	t.Helper()
-	got, err := parseINI(text, osloDialect)
+	got, err := iniparse.Parse(text, iniparse.Oslo)
 	if err != nil {
 		t.Fatalf("%s: rendered file does not parse: %v\n%s", what, err, text)
 	}

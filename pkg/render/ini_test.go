@@ -3,6 +3,8 @@ package render
 import (
 	"strings"
 	"testing"
+
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 func TestINIOrderAndReplaceInPlace(t *testing.T) {
@@ -117,8 +119,8 @@ func TestINIAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := mustParseINI(t, text, osloDialect)
-			if got[tt.section][tt.key] != osloReads(tt.value) {
+			got := mustParseINI(t, text, iniparse.Oslo)
+			if got[tt.section][tt.key] != iniparse.OsloReads(tt.value) {
 				t.Errorf("read back %q", got[tt.section][tt.key])
 			}
 		})
@@ -151,7 +153,7 @@ func TestOsloLiteral(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		read, err := osloSubstituted(mustParseINI(t, text, osloDialect)["s"]["k"])
+		read, err := iniparse.OsloSubstituted(mustParseINI(t, text, iniparse.Oslo)["s"]["k"])
 		if err != nil || read != tt.in {
 			t.Errorf("oslo.config reads %q (%v) back for %q", read, err, tt.in)
 		}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 func TestRendersLoggingConf(t *testing.T) {
@@ -89,8 +90,8 @@ func TestLoggingConf(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Both readers of the file must agree on it.
-			p := mustParseINI(t, text, configParserDialect)
-			if o := mustParseINI(t, text, osloDialect); len(o) != len(p) {
+			p := mustParseINI(t, text, iniparse.ConfigParser)
+			if o := mustParseINI(t, text, iniparse.Oslo); len(o) != len(p) {
 				t.Errorf("oslo.config reads %d sections, configparser %d", len(o), len(p))
 			}
 			for sk, want := range tt.want {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/iniparse"
 )
 
 func TestPasteINIPipeline(t *testing.T) {
@@ -41,7 +42,7 @@ func TestPasteINIPipeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := mustParseINI(t, text, configParserDialect)
+			p := mustParseINI(t, text, iniparse.ConfigParser)
 			if got := p["pipeline:api"]["pipeline"]; got != tt.want {
 				t.Errorf("pipeline %q, want %q", got, tt.want)
 			}
@@ -65,7 +66,7 @@ func TestPasteINIHealthcheckIsAnApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := mustParseINI(t, text, configParserDialect)
+	p := mustParseINI(t, text, iniparse.ConfigParser)
 	top := p["composite:glance-api-keystone"]
 	if top["/"] != "api" || top["/healthcheck"] != "healthcheck" || top["paste.composite_factory"] != "glance.api:root_app_factory" {
 		t.Errorf("top composite %v", top)

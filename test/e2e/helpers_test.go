@@ -108,9 +108,12 @@ func (s *scene) get(name string, obj client.Object) bool {
 // children live on.
 func (s *scene) world() {
 	s.t.Helper()
-	s.secret("glance-db", map[string]string{"username": "glance", "password": "s3cr3t/p@ss:w0rd?#%"})
-	s.secret("glance-service-user", map[string]string{"password": "service-user-password"})
-	s.secret("s3-credentials", map[string]string{"access-key-id": "glance", "secret-access-key": "glance-secret-key"})
+	s.worldWith("s3cr3t/p@ss:w0rd?#%", "service-user-password", "glance", "glance-secret-key")
+}
+
+// mariaDB creates the MariaDB cluster "mariadb" of the story.
+func (s *scene) mariaDB() {
+	s.t.Helper()
 	mdb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1)}}}
 	mdb.SetAPIVersion("k8s.mariadb.com/v1alpha1")
 	mdb.SetKind("MariaDB")

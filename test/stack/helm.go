@@ -162,7 +162,7 @@ func (s *Stack) startInstalledWebhook(ctx context.Context, bin string, cl client
 	s.stopCertSync = stopSync
 	go s.syncServingFiles(syncCtx, cl, secretName, certDir)
 
-	port, err := s.runWebhook(ctx, bin, args, certDir)
+	port, err := s.runWebhook(ctx, bin, args, certDir, 0)
 	if err != nil {
 		return err
 	}

@@ -170,6 +170,10 @@ func (s *Stack) ManagerLogs() []string {
 	return logs
 }
 
+// BinaryLogs are the logs of every run of glance-operator and
+// glance-webhook so far.
+func (s *Stack) BinaryLogs() []string { return slices.Clone(s.binaryLogs) }
+
 // BinariesServer is the address the binaries' kubeconfigs name: the
 // API server's front door.
 func (s *Stack) BinariesServer() string {

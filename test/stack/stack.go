@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,8 @@ type Options struct {
 	KwokStages []string
 	// ManagerArgs are extra glance-operator flags.
 	ManagerArgs []string
+	// LogLevel is both binaries' --log-level; empty keeps their default.
+	LogLevel string
 	// Progress, when set, receives a line per start-up step.
 	Progress io.Writer
 	// HelmInstall installs the chart with the Helm SDK, with the real
@@ -94,7 +97,13 @@ type Stack struct {
 	// front is the binaries' way to the API server, as a load balancer
 	// would be: RestartAPIServer closes it until the new server is ready.
 	front *frontDoor
-	// mu guards manager against Check while KillManager replaces it.
+	// webhookPort and webhookCertDir are where the webhook registered by
+	// URL serves, for StartWebhook; webhookRestarts counts those starts.
+	webhookPort     int
+	webhookCertDir  string
+	webhookRestarts int
+	// mu guards manager and webhook against Check while KillManager,
+	// StopWebhook and StartWebhook replace them.
 	mu               sync.Mutex
 	manager, webhook *controlplane.Process
 	// managerBaseArgs are the arguments of the manager's last start, for
@@ -107,8 +116,11 @@ type Stack struct {
 	binaryLogs []string
 	generation int
 	bins       binaries
-	// managerExtraArgs are Options.ManagerArgs, for runs after a rollout.
-	managerExtraArgs   []string
+	// managerExtraArgs are Options.ManagerArgs (after Options.LogLevel's
+	// flag), for runs after a rollout.
+	managerExtraArgs []string
+	// logLevelFlag is Options.LogLevel's flag, or none.
+	logLevelFlag       []string
 	healthcheckAddress string
 	webhookHost        *testhost.Host
 	stopCertSync       func()
@@ -134,6 +146,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s := &Stack{Dir: opts.Dir, managerExtraArgs: opts.ManagerArgs}
+	if opts.LogLevel != "" {
+		s.logLevelFlag = []string{"--log-level=" + opts.LogLevel}
+		s.managerExtraArgs = append(slices.Clone(s.logLevelFlag), s.managerExtraArgs...)
+	}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "glance-stack-"); err != nil {
 			return nil, err

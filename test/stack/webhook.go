@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // startWebhook issues a serving certificate for 127.0.0.1, runs
@@ -28,10 +30,11 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 	if err != nil {
 		return fmt.Errorf("webhook serving certificate: %w", err)
 	}
-	port, err := s.runWebhook(ctx, bin, []string{"serve"}, certDir)
+	port, err := s.runWebhook(ctx, bin, []string{"serve"}, certDir, 0)
 	if err != nil {
 		return err
 	}
+	s.webhookPort, s.webhookCertDir = port, certDir
 	mutating, validating := webhook.Configurations(func(path string) admissionregistrationv1.WebhookClientConfig {
 		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
 		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM}
@@ -46,22 +49,33 @@ func (s *Stack) startWebhook(ctx context.Context, bin string, cl client.Client) 
 
 // runWebhook runs glance-webhook with args (a chart Deployment's, or just
 // "serve") as its ServiceAccount, serving the certificate in certDir on a
-// free loopback port, and returns that port once /readyz passes.
-func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certDir string) (int, error) {
+// free loopback port, or on port when it is not 0 (the port the webhook
+// configurations name), and returns that port once /readyz passes.
+func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certDir string, port int) (int, error) {
 	ports, err := controlplane.FreePorts(3)
 	if err != nil {
 		return 0, err
 	}
-	port, health, metrics := ports[0], ports[1], ports[2]
+	health, metrics := ports[1], ports[2]
+	if port == 0 {
+		port = ports[0]
+	}
 	s.WebhookMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics)
-	s.webhook, err = controlplane.StartProcess(s.Dir, s.processName("glance-webhook"), bin, withFlags(args,
+	name := s.processName("glance-webhook")
+	if s.webhookRestarts > 0 {
+		name = fmt.Sprintf("%s-restart-%d", name, s.webhookRestarts)
+	}
+	webhook, err := controlplane.StartProcess(s.Dir, name, bin, append(withFlags(args,
 		"--kubeconfig="+s.WebhookKubeconfig,
 		"--cert-dir="+certDir,
 		"--bind-address=127.0.0.1",
 		"--port="+strconv.Itoa(port),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
-	)...)
+	), s.logLevelFlag...)...)
+	s.mu.Lock()
+	s.webhook = webhook
+	s.mu.Unlock()
 	if s.webhook != nil {
 		s.WebhookLog = s.webhook.LogPath()
 		s.binaryLogs = append(s.binaryLogs, s.WebhookLog)
@@ -72,6 +86,37 @@ func (s *Stack) runWebhook(ctx context.Context, bin string, args []string, certD
 	return port, s.poll(ctx, "glance-webhook /readyz", time.Minute, func(ctx context.Context) (bool, error) {
 		return getOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
 	})
+}
+
+// StopWebhook stops glance-webhook with SIGTERM, as an outage of every
+// webhook pod would: the API server fails the calls its configurations
+// make. Check no longer reports it; StartWebhook brings it back.
+func (s *Stack) StopWebhook() error {
+	if s.webhookPort == 0 {
+		return errors.New("StopWebhook needs a stack that registers the webhook by URL, not a Helm install")
+	}
+	s.mu.Lock()
+	webhook := s.webhook
+	s.webhook = nil
+	s.mu.Unlock()
+	if webhook == nil {
+		return errors.New("glance-webhook is not running")
+	}
+	return webhook.Stop(30 * time.Second)
+}
+
+// StartWebhook starts glance-webhook after StopWebhook, on the port the
+// webhook configurations name, and returns once the API server calls it.
+func (s *Stack) StartWebhook(ctx context.Context) error {
+	cl, err := operatortest.NewClient(s.Config)
+	if err != nil {
+		return err
+	}
+	s.webhookRestarts++
+	if _, err := s.runWebhook(ctx, s.bins.webhook, []string{"serve"}, s.webhookCertDir, s.webhookPort); err != nil {
+		return err
+	}
+	return s.waitWebhookCalled(ctx, cl)
 }
 
 // waitWebhookCalled returns once the API server calls the webhook: it picks

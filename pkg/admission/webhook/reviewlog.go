@@ -107,6 +107,11 @@ func logReview(log logr.Logger, rec *reviewRecord, verdict string, elapsed time.
 		log.Error(errors.New("review failed before a verdict"), "admission review not judged (handler panic)", "verdict", verdict, "durationSeconds", elapsed.Seconds())
 		return
 	}
+	if verdict == VerdictAllowed && !log.V(1).Enabled() {
+		// The bulk of the reviews, logged at a level that is off: skip
+		// building their fields.
+		return
+	}
 	kv := []any{
 		"uid", rec.uid, "kind", rec.kind, "name", rec.name, "namespace", rec.namespace,
 		"operation", rec.operation, "verdict", verdict, "durationSeconds", elapsed.Seconds(),

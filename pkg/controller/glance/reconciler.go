@@ -216,10 +216,15 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 // and announces the transition then, so it is announced once.
 func announce(ctx context.Context, p *pass, g *v1alpha1.Glance, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	regarding := g.DeepCopy()
+	text := pipeline.Truncate(fmt.Sprintf(note, args...), maxEventNote)
 	pipeline.AfterStatusWrite(ctx, func() {
-		p.r.Recorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+		p.r.Recorder.Eventf(regarding, related, eventtype, reason, action, "%s", text)
 	})
 }
+
+// maxEventNote is the API's bound on an event's note: the API server
+// refuses a longer one, and the event is lost.
+const maxEventNote = 1024
 
 func (r *Reconciler) clusterDomain() string {
 	if r.ClusterDomain == "" {
