@@ -24,4 +24,18 @@ const (
 	EventMigrateComplete  = "MigrateComplete"
 	EventUpgradeAborted   = "UpgradeAborted"
 	EventUpgradeComplete  = "UpgradeComplete"
+	// EventImageCacheEvicted: the kubelet evicted one of the Glance's pods
+	// because its image-cache emptyDir exceeded its size limit; once per
+	// pod, the note names the pod and the limit.
+	EventImageCacheEvicted = "ImageCacheEvicted"
 )
+
+// EventReasons are the reasons of every event the operator emits: the
+// constants above, the condition reason of a failed db-purge run, and those
+// of a refused upgrade. The README's Operations section lists them.
+var EventReasons = []string{
+	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
+	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted,
+	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
+	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
+}

@@ -871,6 +871,16 @@ type GlanceStatus struct {
 	// +optional
 	// +listType=set
 	DBPurgeCountedJobs []types.UID `json:"dbPurgeCountedJobs,omitempty"`
+
+	// imageCacheEvictedPods are the UIDs of the Glance's pods, among those
+	// that still exist, that the kubelet evicted for filling their
+	// image-cache emptyDir and that the operator has counted in its metrics
+	// and events: each eviction counts once. Bounded: an eviction past the
+	// bound is counted once an earlier pod is gone.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	ImageCacheEvictedPods []types.UID `json:"imageCacheEvictedPods,omitempty"`
 }
 
 // GlanceList is a list of Glance.

@@ -1,6 +1,6 @@
 // Package metrics holds the Prometheus collectors of the glance-operator
-// manager: the per-step reconcile vectors the pipeline feeds, and the per-CR
-// db-sync and db-purge run vectors.
+// manager: the per-step reconcile vectors the pipeline feeds, the per-CR
+// db-sync and db-purge run vectors, and the state of each Glance.
 //
 // New builds the collectors and registers them with the Registerer it is
 // given: the manager passes controller-runtime's registry
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Namespace prefixes every metric of the operator.
@@ -60,6 +61,10 @@ type JobRuns struct {
 	Total *prometheus.CounterVec
 	// Duration times terminal runs, labelled by glance and namespace.
 	Duration *prometheus.HistogramVec
+	// LastSuccess is when the newest successful run completed, as a Unix
+	// time, labelled by glance and namespace: an alert sees a run that
+	// stopped happening.
+	LastSuccess *prometheus.GaugeVec
 }
 
 // Observe records one terminal run of the Glance namespace/name.
@@ -68,11 +73,19 @@ func (j *JobRuns) Observe(namespace, name, result string, d time.Duration) {
 	j.Duration.WithLabelValues(name, namespace).Observe(d.Seconds())
 }
 
+// Succeeded records that the newest successful run of the Glance
+// namespace/name completed at t. It is set on every pass that sees the run,
+// so a restarted manager exports it again.
+func (j *JobRuns) Succeeded(namespace, name string, t time.Time) {
+	j.LastSuccess.WithLabelValues(name, namespace).Set(float64(t.UnixNano()) / 1e9)
+}
+
 // forget drops every series of the Glance namespace/name.
 func (j *JobRuns) forget(namespace, name string) {
 	labels := prometheus.Labels{LabelGlance: name, LabelNamespace: namespace}
 	j.Total.DeletePartialMatch(labels)
 	j.Duration.DeletePartialMatch(labels)
+	j.LastSuccess.DeletePartialMatch(labels)
 }
 
 // Metrics are all collectors of the manager.
@@ -84,6 +97,14 @@ type Metrics struct {
 	DBPurge *JobRuns
 	// TargetClusters are the registered target clusters.
 	TargetClusters *TargetClusters
+	// ImageCacheEvictions counts the Glance pods the kubelet evicted for
+	// filling their image-cache emptyDir, each pod once, labelled by glance
+	// and namespace: nothing else names that cause, and a pruner that never
+	// runs shows as nothing but evictions.
+	ImageCacheEvictions *prometheus.CounterVec
+	// registerer is where New registered the collectors, for
+	// RegisterGlanceState.
+	registerer prometheus.Registerer
 }
 
 // New builds the collectors and registers them with reg. It fails when any
@@ -107,6 +128,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		DBSync:         newJobRuns("db_sync", "glance-manage db sync runs"),
 		DBPurge:        newJobRuns("db_purge", "db-purge CronJob runs"),
 		TargetClusters: newTargetClusters(),
+		ImageCacheEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "image_cache_evictions_total",
+			Help:      "Glance pods the kubelet evicted because their image-cache emptyDir exceeded its size limit, by Glance.",
+		}, []string{LabelGlance, LabelNamespace}),
+		registerer: reg,
 	}
 	var errs []error
 	for _, c := range m.collectors() {
@@ -131,16 +158,28 @@ func newJobRuns(name, what string) *JobRuns {
 			Help:      "Duration of terminal " + what + ", by Glance.",
 			Buckets:   JobDurationBuckets,
 		}, []string{LabelGlance, LabelNamespace}),
+		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      name + "_last_success_timestamp_seconds",
+			Help:      "Unix time the newest successful one of the " + what + " completed, by Glance.",
+		}, []string{LabelGlance, LabelNamespace}),
 	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.Reconcile.Duration, m.Reconcile.Errors,
-		m.DBSync.Total, m.DBSync.Duration,
-		m.DBPurge.Total, m.DBPurge.Duration,
+		m.DBSync.Total, m.DBSync.Duration, m.DBSync.LastSuccess,
+		m.DBPurge.Total, m.DBPurge.Duration, m.DBPurge.LastSuccess,
 		m.TargetClusters.Gauge,
+		m.ImageCacheEvictions,
 	}
+}
+
+// RegisterGlanceState registers the state metrics of the Glances reader
+// holds (see GlanceState) beside the other collectors.
+func (m *Metrics) RegisterGlanceState(reader client.Reader, leading func() bool) error {
+	return m.registerer.Register(NewGlanceState(reader, leading))
 }
 
 // ForgetGlance drops every series of the Glance namespace/name, so a deleted
@@ -149,4 +188,5 @@ func (m *Metrics) collectors() []prometheus.Collector {
 func (m *Metrics) ForgetGlance(namespace, name string) {
 	m.DBSync.forget(namespace, name)
 	m.DBPurge.forget(namespace, name)
+	m.ImageCacheEvictions.DeletePartialMatch(prometheus.Labels{LabelGlance: name, LabelNamespace: namespace})
 }

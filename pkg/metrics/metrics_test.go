@@ -57,6 +57,7 @@ func TestJobRunVectorsLabels(t *testing.T) {
 	m, reg := newMetrics(t)
 	m.DBSync.Observe("openstack", "glance", metrics.ResultSucceeded, 42*time.Second)
 	m.DBPurge.Observe("openstack", "glance", metrics.ResultFailed, 3*time.Second)
+	m.ImageCacheEvictions.WithLabelValues("glance", "openstack").Inc()
 
 	for _, tc := range []struct {
 		vec    string
@@ -67,6 +68,7 @@ func TestJobRunVectorsLabels(t *testing.T) {
 		{"glance_operator_db_sync_duration_seconds_sum", `{glance="glance",namespace="openstack"} 42`},
 		{"glance_operator_db_purge_total", `{glance="glance",namespace="openstack",result="failed"} 1`},
 		{"glance_operator_db_purge_duration_seconds_sum", `{glance="glance",namespace="openstack"} 3`},
+		{"glance_operator_image_cache_evictions_total", `{glance="glance",namespace="openstack"} 1`},
 	} {
 		if got := exposition(t, reg); !strings.Contains(got, tc.vec+tc.labels+"\n") {
 			t.Errorf("exposition lacks %s%s:\n%s", tc.vec, tc.labels, got)
@@ -80,18 +82,24 @@ func TestForgetGlanceDropsOnlyThatCR(t *testing.T) {
 		m.DBSync.Observe(cr[0], cr[1], metrics.ResultSucceeded, time.Second)
 		m.DBSync.Observe(cr[0], cr[1], metrics.ResultFailed, time.Second)
 		m.DBPurge.Observe(cr[0], cr[1], metrics.ResultSucceeded, time.Second)
+		m.DBSync.Succeeded(cr[0], cr[1], time.Unix(1000, 0))
+		m.DBPurge.Succeeded(cr[0], cr[1], time.Unix(2000, 0))
+		m.ImageCacheEvictions.WithLabelValues(cr[1], cr[0]).Inc()
 	}
 	m.Reconcile.Errors.WithLabelValues("Database", "DatabaseReady").Inc()
 
 	m.ForgetGlance("a", "glance")
 
 	for vec, want := range map[string]int{
-		"glance_operator_db_sync_total":              4, // 2 CRs x 2 results
-		"glance_operator_db_sync_duration_seconds":   2,
-		"glance_operator_db_purge_total":             2,
-		"glance_operator_db_purge_duration_seconds":  2,
-		"glance_operator_reconcile_errors_total":     1,
-		"glance_operator_reconcile_duration_seconds": 0,
+		"glance_operator_db_sync_total":                           4, // 2 CRs x 2 results
+		"glance_operator_db_sync_duration_seconds":                2,
+		"glance_operator_db_purge_total":                          2,
+		"glance_operator_db_purge_duration_seconds":               2,
+		"glance_operator_db_sync_last_success_timestamp_seconds":  2,
+		"glance_operator_db_purge_last_success_timestamp_seconds": 2,
+		"glance_operator_image_cache_evictions_total":             2,
+		"glance_operator_reconcile_errors_total":                  1,
+		"glance_operator_reconcile_duration_seconds":              0,
 	} {
 		got, err := testutil.GatherAndCount(reg, vec)
 		if err != nil {

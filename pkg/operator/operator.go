@@ -203,6 +203,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := backendReconciler.SetupWithManager(mgr, references, opts); err != nil {
 		return nil, fmt.Errorf("set up the GlanceBackend controller: %w", err)
 	}
+	// A standby replica's cache holds the same Glances: only the leader
+	// exports their state.
+	leading := func() bool {
+		select {
+		case <-mgr.Elected():
+			return true
+		default:
+			return false
+		}
+	}
+	if err := m.RegisterGlanceState(mgr.GetCache(), leading); err != nil {
+		return nil, fmt.Errorf("register the Glance state metrics: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}

@@ -30,10 +30,10 @@ func OwnedKinds() []client.Object {
 	}
 }
 
-// CachedKinds are what the main cache of a cluster holds: the owned kinds
-// and the EndpointSlices of the API Services.
+// CachedKinds are what the main cache of a cluster holds: the owned kinds,
+// the EndpointSlices of the API Services and the API pods.
 func CachedKinds() []client.Object {
-	return append(OwnedKinds(), &discoveryv1.EndpointSlice{})
+	return append(OwnedKinds(), &discoveryv1.EndpointSlice{}, &corev1.Pod{})
 }
 
 // CacheOptions scope a cluster's main cache to the operator's children in
@@ -49,9 +49,12 @@ func CacheOptions(namespaces []string) cache.Options {
 	// The HealthCheck reads the slices of the API Services only. The
 	// EndpointSlice controller copies a Service's labels onto its slices,
 	// so those carry the operator's labels too.
-	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{
-		render.LabelManagedBy: render.ManagedBy, render.LabelComponent: render.ComponentAPI,
-	})}
+	api := labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy, render.LabelComponent: render.ComponentAPI})
+	byObject[&discoveryv1.EndpointSlice{}] = cache.ByObject{Label: api}
+	// The Deployment step reads the API pods for those the kubelet evicted
+	// for their image cache. There are replicas times Glances of them, so
+	// each keeps only what that needs.
+	byObject[&corev1.Pod{}] = cache.ByObject{Label: api, Transform: StripPodToEviction}
 	return cache.Options{
 		DefaultNamespaces: namespaceConfigs(namespaces),
 		ByObject:          byObject,
@@ -109,6 +112,21 @@ func StripToIdentity(in any) (any, error) {
 	obj.SetLabels(nil)
 	obj.SetOwnerReferences(nil)
 	return in, nil
+}
+
+// StripPodToEviction keeps of a Pod what telling an eviction needs: its
+// metadata (identity, labels, owner) and its status phase, reason and
+// message. The spec and the container statuses, most of a Pod's size, go.
+func StripPodToEviction(in any) (any, error) {
+	pod, ok := in.(*corev1.Pod)
+	if !ok {
+		return in, nil
+	}
+	pod.ManagedFields = nil
+	pod.Annotations = nil
+	pod.Spec = corev1.PodSpec{}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason, Message: pod.Status.Message}
+	return pod, nil
 }
 
 func namespaceConfigs(namespaces []string) map[string]cache.Config {

@@ -15,7 +15,15 @@ func FailingPodStage(name string, expressions ...string) string {
 	b := podStage(name, append(expressions, `{key: .status.phase, operator: In, values: ["Running"]}`))
 	b.WriteString(`
       {{ $now := Now }}
-      containerStatuses:
+` + terminatedContainers(1) + `      phase: Failed
+`)
+	return b.String()
+}
+
+// terminatedContainers is the containerStatuses of a stage that ends each
+// container of the pod with exitCode; the stage's template defines $now.
+func terminatedContainers(exitCode int) string {
+	return fmt.Sprintf(`      containerStatuses:
       {{ range .spec.containers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
@@ -24,13 +32,30 @@ func FailingPodStage(name string, expressions ...string) string {
         started: false
         state:
           terminated:
-            exitCode: 1
+            exitCode: %d
             reason: Error
             startedAt: {{ $now | Quote }}
             finishedAt: {{ $now | Quote }}
       {{ end }}
-      phase: Failed
-`)
+`, exitCode)
+}
+
+// EvictedPodStage returns a kwok Stage that evicts the running pods
+// matching every expression (written as for FailingPodStage) the way the
+// kubelet does: phase Failed, reason Evicted, the kubelet's message (e.g.
+// for an emptyDir over its sizeLimit), no longer Ready, each container
+// killed. Its weight wins over the default stages.
+func EvictedPodStage(name, message string, expressions ...string) string {
+	b := podStage(name, append(expressions, `{key: .status.phase, operator: In, values: ["Running"]}`))
+	fmt.Fprintf(b, `
+      {{ $now := Now }}
+      conditions:
+      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodFailed}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodFailed}
+%s      phase: Failed
+      reason: Evicted
+      message: %q
+`, terminatedContainers(137), message)
 	return b.String()
 }
 

@@ -18,6 +18,8 @@ func TestPodStages(t *testing.T) {
 		template   []string
 	}{
 		{"failing", FailingPodStage("fail", caller), 3, []string{"phase: Failed", "exitCode: 1"}},
+		{"evicted", EvictedPodStage("evict", `Usage of EmptyDir volume "image-cache" exceeds the limit "10Gi". `, caller), 3,
+			[]string{"phase: Failed", "reason: Evicted", `message: "Usage of EmptyDir volume \"image-cache\" exceeds the limit \"10Gi\". "`, `status: "False", type: Ready`}},
 		{"ready", ReadyPodStage("ready", "10.244.252.2", caller), 4, []string{"phase: Running", `podIP: "10.244.252.2"`, `type: Ready`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

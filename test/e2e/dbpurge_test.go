@@ -33,10 +33,20 @@ func TestDBPurge(t *testing.T) {
 
 	// A run created from the CronJob, as an operator would trigger one by
 	// hand: the Job is controlled by the CronJob and kwok completes it.
-	s.purgeNow(manualPurgeRuns[0], batchv1.JobComplete)
+	lastSuccess := func() float64 {
+		return metricValue(t, "glance_operator_db_purge_last_success_timestamp_seconds", map[string]string{"glance": "glance", "namespace": s.ns})
+	}
+	if got := lastSuccess(); got != 0 {
+		t.Fatalf("glance_operator_db_purge_last_success_timestamp_seconds = %v before any run", got)
+	}
+	first := s.purgeNow(manualPurgeRuns[0], batchv1.JobComplete)
 	s.eventually("the run counted", func() (bool, string) {
 		n := runs("succeeded")
 		return n == 1, fmt.Sprint(n)
+	})
+	s.eventually("the time of the run's success exported", func() (bool, string) {
+		got := lastSuccess()
+		return got == float64(first.Status.CompletionTime.Unix()), fmt.Sprintf("%v, want %d", got, first.Status.CompletionTime.Unix())
 	})
 	c := s.condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionTrue, v1alpha1.ReasonDBPurgeScheduled)
 	if !strings.Contains(c.Message, "Job "+manualPurgeRuns[0]+", succeeded") {
@@ -84,6 +94,10 @@ func TestDBPurge(t *testing.T) {
 		n := runs("failed")
 		return n == 1, fmt.Sprint(n)
 	})
+	// A failure is no success: the last success stays the first run's.
+	if got := lastSuccess(); got != float64(first.Status.CompletionTime.Unix()) {
+		t.Errorf("glance_operator_db_purge_last_success_timestamp_seconds = %v after a failed run, want %d", got, first.Status.CompletionTime.Unix())
+	}
 
 	// A newer successful run flips it back.
 	s.purgeNow(manualPurgeRuns[1], batchv1.JobComplete)
@@ -110,11 +124,12 @@ func TestDBPurge(t *testing.T) {
 
 // purgeNow creates a run from the db-purge CronJob the way `kubectl create
 // job --from=cronjob/glance-db-purge` does, and waits for it to reach want.
-func (s *scene) purgeNow(name string, want batchv1.JobConditionType) {
+func (s *scene) purgeNow(name string, want batchv1.JobConditionType) *batchv1.Job {
 	s.t.Helper()
 	kubectl(s.t, "-n", s.ns, "create", "job", name, "--from=cronjob/glance-db-purge")
 	j := s.jobCondition(name, want)
 	if ref := metav1.GetControllerOf(j); ref == nil || ref.Kind != "CronJob" || ref.Name != "glance-db-purge" {
 		s.t.Errorf("Job %s is controlled by %+v, want the CronJob", name, ref)
 	}
+	return j
 }

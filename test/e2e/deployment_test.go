@@ -99,6 +99,10 @@ func TestBasicDeployment(t *testing.T) {
 	if got := metricValue(t, "glance_operator_db_sync_total", map[string]string{"namespace": s.ns, "result": "succeeded"}); got != 1 {
 		t.Errorf("glance_operator_db_sync_total{result=succeeded} = %v, want 1", got)
 	}
+	if got := metricValue(t, "glance_operator_db_sync_last_success_timestamp_seconds", map[string]string{"namespace": s.ns, "glance": "glance"}); got != float64(sync.Status.CompletionTime.Unix()) {
+		t.Errorf("glance_operator_db_sync_last_success_timestamp_seconds = %v, want the Job's completion %d", got, sync.Status.CompletionTime.Unix())
+	}
+	s.checkStateMetrics("2025.2", "", "", "eventlet")
 
 	d := s.deployment()
 	if cmd := command(apiContainer(t, d)); cmd != eventletCommand {
@@ -144,6 +148,28 @@ func TestBasicDeployment(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "READY") ||
 		!slices.Equal(strings.Fields(lines[1])[:3], []string{"glance", "True", "2025.2"}) {
 		t.Errorf("kubectl get gl:\n%s", out)
+	}
+}
+
+// checkStateMetrics checks the manager's state metrics of the Ready Glance:
+// one condition series per condition, each with its current status and
+// reason, and the info series with the releases, phase and launch mode.
+func (s *scene) checkStateMetrics(installed, target, phase, launchMode string) {
+	s.t.Helper()
+	g := s.glanceObj()
+	for _, c := range g.Status.Conditions {
+		series := map[string]string{"namespace": s.ns, "glance": "glance", "type": c.Type}
+		if got := metricValue(s.t, "glance_operator_glance_condition", series); got != 1 {
+			s.t.Errorf("glance_operator_glance_condition%v sums to %v, want one series", series, got)
+		}
+		series["status"], series["reason"] = string(c.Status), c.Reason
+		if got := metricValue(s.t, "glance_operator_glance_condition", series); got != 1 {
+			s.t.Errorf("glance_operator_glance_condition%v = %v, want 1", series, got)
+		}
+	}
+	info := map[string]string{"namespace": s.ns, "glance": "glance", "installed_release": installed, "target_release": target, "upgrade_phase": phase, "launch_mode": launchMode}
+	if got := metricValue(s.t, "glance_operator_glance_info", info); got != 1 {
+		s.t.Errorf("glance_operator_glance_info%v = %v, want 1", info, got)
 	}
 }
 
@@ -220,10 +246,9 @@ func TestScaling(t *testing.T) {
 		case replicas == 1 && (pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil):
 			t.Errorf("1 replica: PDB %+v, want maxUnavailable 1", pdb.Spec)
 		}
-		c := findCondition(s.glanceObj().Status.Conditions, v1alpha1.ConditionDeploymentReady)
-		if want := fmt.Sprintf("%d/%d replicas ready", replicas, replicas); c == nil || !strings.Contains(c.Message, want) {
-			t.Errorf("DeploymentReady %+v, want a message with %q", c, want)
-		}
+		// The pass after the last pod went writes the count.
+		s.conditionSaying(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady,
+			fmt.Sprintf("%d/%d replicas ready", replicas, replicas))
 	}
 }
 
@@ -266,8 +291,10 @@ func TestGlanceDeletion(t *testing.T) {
 		}
 	}
 	series := map[string]string{"namespace": s.ns}
-	if metricValue(t, "glance_operator_db_sync_total", series) == 0 {
-		t.Error("no db-sync series before the deletion")
+	for _, name := range []string{"glance_operator_db_sync_total", "glance_operator_glance_info", "glance_operator_db_sync_last_success_timestamp_seconds"} {
+		if metricValue(t, name, series) == 0 {
+			t.Errorf("no %s series before the deletion", name)
+		}
 	}
 
 	if err := cl.Delete(ctx, g); err != nil {
@@ -293,8 +320,10 @@ func TestGlanceDeletion(t *testing.T) {
 	if !s.get("s3-primary", &v1alpha1.GlanceBackend{}) {
 		t.Error("the user's GlanceBackend was deleted")
 	}
-	if got := metricValue(t, "glance_operator_db_sync_total", series); got != 0 {
-		t.Errorf("the deleted Glance still exports glance_operator_db_sync_total (%v)", got)
+	for _, name := range []string{"glance_operator_db_sync_total", "glance_operator_glance_info", "glance_operator_glance_condition", "glance_operator_db_sync_last_success_timestamp_seconds"} {
+		if got := metricValue(t, name, series); got != 0 {
+			t.Errorf("the deleted Glance still exports %s (%v)", name, got)
+		}
 	}
 }
 

@@ -64,9 +64,14 @@ func binaryIdentities() []binaryIdentity {
 			{verb: "update", group: glanceGroup, resource: "glances", subresource: "status", namespace: "openstack", allowed: true},
 			{verb: "create", group: "apps", resource: "deployments", namespace: "openstack", allowed: true},
 			{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: stack.OperatorNamespace, allowed: true},
-			// Nodes and pods are none of the operator's business.
+			// It reads the API pods, for those the kubelet evicted for
+			// their image cache (the cache scopes that to its own by
+			// label; RBAC cannot); it never changes a pod, and nodes are
+			// none of its business.
+			{verb: "watch", resource: "pods", namespace: "openstack", allowed: true},
+			{verb: "delete", resource: "pods", namespace: "openstack"},
+			{verb: "create", resource: "pods", namespace: "kube-system"},
 			{verb: "delete", resource: "nodes"},
-			{verb: "get", resource: "pods", namespace: "kube-system"},
 			// The user's Glance is the user's to delete.
 			{verb: "delete", group: glanceGroup, resource: "glances", namespace: "openstack"},
 			// Leader election's Role is confined to the operator's namespace.
@@ -75,7 +80,7 @@ func binaryIdentities() []binaryIdentity {
 			{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
 		},
 		deniedCall: func(ctx context.Context, c client.Client) error {
-			return c.List(ctx, &corev1.PodList{}, client.InNamespace("kube-system"))
+			return c.List(ctx, &corev1.NodeList{})
 		},
 		allowedCall: func(ctx context.Context, c client.Client) error {
 			return c.List(ctx, &v1alpha1.GlanceList{})

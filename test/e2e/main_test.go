@@ -19,13 +19,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/stack"
@@ -77,14 +80,16 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	stages := filepath.Join(dir, "e2e-stages.yaml")
-	if err := os.WriteFile(stages, []byte(failingStages), 0o644); err != nil {
+	if err := os.WriteFile(stages, []byte(failingStages+"---\n"+imageCacheEvictionStage), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	stk, err = stack.Start(ctx, stack.Options{Dir: dir, KwokStages: []string{stages}})
+	// Both binaries log at debug: the leakage story scans what they write
+	// at their most verbose.
+	stk, err = stack.Start(ctx, stack.Options{Dir: dir, KwokStages: []string{stages}, LogLevel: "debug"})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: start the stack: %v\nstate and logs kept in %s\n", err, dir)
 		return 1
@@ -104,6 +109,9 @@ func runSuite(m *testing.M) int {
 	}()
 	if err := stk.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: the operator or the webhook died or was denied a call during the suite:", err)
+		code = 1
+	} else if err := checkEventReasons(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		code = 1
 	} else if err := checkManagerNotForbidden(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -167,6 +175,35 @@ func checkManagerNotForbidden() error {
 		return nil
 	}
 	return fmt.Errorf("the API server answered glance-operator 403 (by method: %v); the chart's generated roles lack a rule the code needs; see %s", forbidden, stk.ManagerLog)
+}
+
+// checkEventReasons fails the suite when glance-operator emitted, in any
+// story, an event whose reason is not one of v1alpha1.EventReasons, the
+// list the README documents.
+func checkEventReasons() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var list eventsv1.EventList
+	if err := cl.List(ctx, &list); err != nil {
+		return fmt.Errorf("list the events of the suite: %w", err)
+	}
+	emitted := 0
+	var unknown []string
+	for _, e := range list.Items {
+		if e.ReportingController != "glance-operator" {
+			continue
+		}
+		emitted++
+		if !slices.Contains(v1alpha1.EventReasons, e.Reason) {
+			unknown = append(unknown, fmt.Sprintf("%s %s/%s on %s %s/%s", e.Type, e.Reason, e.Action, e.Regarding.Kind, e.Namespace, e.Regarding.Name))
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("glance-operator emitted events whose reason v1alpha1.EventReasons (and the README) does not list: %s", strings.Join(unknown, "; "))
+	}
+	// A run of a few stories may emit none; the whole suite emits dozens.
+	fmt.Printf("%d events of glance-operator, each reason listed\n", emitted)
+	return nil
 }
 
 // createSecretStore creates the ClusterSecretStore every Glance selects by

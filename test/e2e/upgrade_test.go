@@ -38,6 +38,7 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("Job %s ran %s, want the 2026.1 image", name, img)
 		}
 	}
+	s.checkStateMetrics("2026.1", "", "", "uwsgi")
 	if cmd := command(apiContainer(t, s.deployment())); !strings.HasPrefix(cmd, uwsgiPrefix) {
 		t.Errorf("glance-api runs %q after the upgrade, want uWSGI", cmd)
 	}

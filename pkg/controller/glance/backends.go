@@ -72,6 +72,12 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 
+	// A skip is announced when it starts, not on every pass that repeats
+	// it: the previous BackendsReady message lists who was skipped.
+	wasSkipped := []string(nil)
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionBackendsReady); c != nil {
+		wasSkipped = skippedIn(c.Message)
+	}
 	var rendered []render.Backend
 	var waiting, skipped []string
 	attached := 0
@@ -102,7 +108,9 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		}
 		if why != "" {
 			skipped = append(skipped, b.Name)
-			p.r.Recorder.Eventf(g, b, corev1.EventTypeWarning, v1alpha1.EventGlanceBackendSkipped, "Project", "backend %q skipped: %s", b.Name, why)
+			if !slices.Contains(wasSkipped, b.Name) {
+				announce(ctx, p, g, b, corev1.EventTypeWarning, v1alpha1.EventGlanceBackendSkipped, "Project", "backend %q skipped: %s", b.Name, why)
+			}
 			continue
 		}
 		rendered = append(rendered, rb)
@@ -206,13 +214,33 @@ func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) 
 	return rb, "", nil
 }
 
+// The note of backendNotes that lists the skipped backends, which
+// skippedIn reads back.
+const (
+	skippedNote    = "skipped "
+	skippedNoteEnd = " (see events)"
+)
+
+// skippedIn are the backends a BackendsReady message of backendNotes lists
+// as skipped. Object names hold no ", ", so the list reads back whole.
+func skippedIn(message string) []string {
+	for _, note := range strings.Split(message, "; ") {
+		if list, ok := strings.CutPrefix(note, skippedNote); ok {
+			if list, ok = strings.CutSuffix(list, skippedNoteEnd); ok {
+				return strings.Split(list, ", ")
+			}
+		}
+	}
+	return nil
+}
+
 func backendNotes(waiting, skipped []string) string {
 	var notes []string
 	if len(waiting) > 0 {
 		notes = append(notes, "waiting for the credentials of "+strings.Join(waiting, ", "))
 	}
 	if len(skipped) > 0 {
-		notes = append(notes, "skipped "+strings.Join(skipped, ", ")+" (see events)")
+		notes = append(notes, skippedNote+strings.Join(skipped, ", ")+skippedNoteEnd)
 	}
 	if len(notes) == 0 {
 		return ""

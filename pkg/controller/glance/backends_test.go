@@ -77,6 +77,33 @@ func TestUnreadableCredentialsSkipOneBackend(t *testing.T) {
 	default:
 		t.Error("no GlanceBackendSkipped event")
 	}
+
+	// The next pass skips beta again, which its status already says: no
+	// second event.
+	if _, err := reconcileBackends(context.Background(), g, p); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-recorder.Events:
+		t.Errorf("a pass repeating the skip emitted %q", ev)
+	default:
+	}
+}
+
+// skippedIn reads back the skipped backends of every message backendNotes
+// writes, and nothing from one without them.
+func TestSkippedInReadsBackendNotes(t *testing.T) {
+	for _, tc := range []struct{ waiting, skipped []string }{
+		{nil, nil},
+		{[]string{"gamma"}, nil},
+		{nil, []string{"beta"}},
+		{[]string{"gamma", "delta"}, []string{"beta", "alpha-2"}},
+	} {
+		msg := "projected alpha (default alpha) into Secret glance-backends-x" + backendNotes(tc.waiting, tc.skipped)
+		if got := skippedIn(msg); !slices.Equal(got, tc.skipped) {
+			t.Errorf("skippedIn(%q) = %q, want %q", msg, got, tc.skipped)
+		}
+	}
 }
 
 // withIndexes gives a fake client the field indexes of the children the

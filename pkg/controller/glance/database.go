@@ -201,8 +201,11 @@ func deleteJob(ctx context.Context, p *pass, j *batchv1.Job) error {
 // observeSyncMetrics feeds a finished db-sync Job into the metrics once per
 // Job UID: status.dbSyncCountedJob records it, and the metric is observed
 // once that status is stored, so a run is at worst missed, never counted
-// twice.
+// twice. The time of the last success is set on every pass that sees it.
 func observeSyncMetrics(ctx context.Context, p *pass, g *v1alpha1.Glance, j *batchv1.Job, state database.JobState) {
+	if j != nil && state == database.JobSucceeded && j.Status.CompletionTime != nil {
+		p.r.Metrics.DBSync.Succeeded(g.Namespace, g.Name, j.Status.CompletionTime.Time)
+	}
 	if j == nil || (state != database.JobSucceeded && state != database.JobFailed) || g.Status.DBSyncCountedJob == j.UID {
 		return
 	}

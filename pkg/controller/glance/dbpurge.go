@@ -39,6 +39,9 @@ func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 		return ctrl.Result{}, err
 	}
 	observePurgeRuns(ctx, p, g, runs)
+	if t, ok := lastPurgeSuccess(cj, runs); ok {
+		p.r.Metrics.DBPurge.Succeeded(g.Namespace, g.Name, t)
+	}
 	var newest *batchv1.Job
 	for i := len(runs) - 1; i >= 0 && newest == nil; i-- {
 		if runs[i].state != "" {
@@ -143,6 +146,22 @@ func observePurgeRuns(ctx context.Context, p *pass, g *v1alpha1.Glance, runs []p
 			announce(ctx, p, g, r.job, corev1.EventTypeWarning, v1alpha1.ReasonDBPurgeJobFailed, "Purge", "db-purge Job %s failed", r.job.Name)
 		}
 	}
+}
+
+// lastPurgeSuccess is when the newest successful run completed: the
+// CronJob's own record, or a later run it controls (the CronJob controller
+// does not record a run created from it by hand).
+func lastPurgeSuccess(cj *batchv1.CronJob, runs []purgeRun) (time.Time, bool) {
+	var last time.Time
+	if cj.Status.LastSuccessfulTime != nil {
+		last = cj.Status.LastSuccessfulTime.Time
+	}
+	for _, r := range runs {
+		if r.state == metrics.ResultSucceeded && r.job.Status.CompletionTime != nil && r.job.Status.CompletionTime.After(last) {
+			last = r.job.Status.CompletionTime.Time
+		}
+	}
+	return last, !last.IsZero()
 }
 
 // mergeDBPurgeStatus carries the DBPurge member's counted runs onto the

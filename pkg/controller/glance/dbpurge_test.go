@@ -240,3 +240,33 @@ func TestObservePurgeRunsCountsEachRunOnce(t *testing.T) {
 		t.Errorf("a pass seeing nothing new announced %q", evs)
 	}
 }
+
+// The last success is the later of the CronJob's record and the runs it
+// controls that completed; a failed or unfinished run is no success.
+func TestLastPurgeSuccess(t *testing.T) {
+	at := func(sec int64) *metav1.Time { return &metav1.Time{Time: time.Unix(sec, 0)} }
+	run := func(state string, completed *metav1.Time) purgeRun {
+		j := &batchv1.Job{}
+		j.Status.CompletionTime = completed
+		return purgeRun{job: j, state: state}
+	}
+	for _, tc := range []struct {
+		name     string
+		recorded *metav1.Time
+		runs     []purgeRun
+		want     int64 // 0: none
+	}{
+		{"nothing yet", nil, []purgeRun{run("", nil)}, 0},
+		{"only a failure", nil, []purgeRun{run(metrics.ResultFailed, at(50))}, 0},
+		{"the CronJob's record", at(100), nil, 100},
+		{"a later run by hand", at(100), []purgeRun{run(metrics.ResultSucceeded, at(150)), run(metrics.ResultFailed, at(200))}, 150},
+		{"an older run", at(100), []purgeRun{run(metrics.ResultSucceeded, at(90))}, 100},
+	} {
+		cj := &batchv1.CronJob{}
+		cj.Status.LastSuccessfulTime = tc.recorded
+		got, ok := lastPurgeSuccess(cj, tc.runs)
+		if ok != (tc.want != 0) || (ok && got.Unix() != tc.want) {
+			t.Errorf("%s: %v, %v; want %d", tc.name, got, ok, tc.want)
+		}
+	}
+}

@@ -25,9 +25,11 @@ import (
 // DeploymentPollInterval is how often a rollout is polled.
 const DeploymentPollInterval = 10 * time.Second
 
-// reconcileDeployment ensures the API Deployment, its Service and PDB, and
-// stamps status.endpoint. Mid-upgrade, a rolled-out Deployment moves the
-// upgrade from RollingUpdate to Contracting.
+// reconcileDeployment ensures the API Deployment, its Service and PDB,
+// stamps status.endpoint, and reports the pods the kubelet evicted for
+// their image cache (see observeImageCacheEvictions). Mid-upgrade, a
+// rolled-out Deployment moves the upgrade from RollingUpdate to
+// Contracting.
 func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	if p.configMapName == "" || p.backends.secretName == "" {
 		setDeploymentWaitingForBackends(g)
@@ -71,8 +73,13 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 	}
 
 	g.Status.Endpoint = render.Endpoint(g, p.r.clusterDomain())
+	evicted, err := observeImageCacheEvictions(ctx, p, g)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if msg := rolloutPending(d); msg != "" {
-		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment, msg)
+		pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment,
+			evictedForImageCache(msg, evicted))
 		return ctrl.Result{RequeueAfter: DeploymentPollInterval}, nil
 	}
 	pipeline.SetCondition(g, v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady,

@@ -232,13 +232,13 @@ func TestProbeFailureReasons(t *testing.T) {
 }
 
 func TestEndpointSliceWakesItsGlance(t *testing.T) {
-	if got := endpointSliceToGlance(context.Background(), apiSlice("glance-a", "glance")); len(got) != 1 ||
+	if got := apiChildToGlance(context.Background(), apiSlice("glance-a", "glance")); len(got) != 1 ||
 		got[0].NamespacedName != (client.ObjectKey{Namespace: "openstack", Name: "glance"}) {
 		t.Errorf("the API Service's slice maps to %v", got)
 	}
 	other := apiSlice("x-a", "x")
 	other.Labels[render.LabelComponent] = "metrics"
-	if got := endpointSliceToGlance(context.Background(), other); len(got) != 0 {
+	if got := apiChildToGlance(context.Background(), other); len(got) != 0 {
 		t.Errorf("another component's slice maps to %v", got)
 	}
 

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,7 +26,11 @@ func reconcileNetworkPolicy(ctx context.Context, g *v1alpha1.Glance, p *pass) (c
 	desired, err := render.NetworkPolicy(g, render.NetworkPolicyFacts{OperatorNamespace: p.r.OperatorNamespace, S3Endpoints: p.backends.endpoints})
 	if err != nil {
 		msg := "refusing the NetworkPolicy: " + err.Error()
-		p.r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventNetworkPolicyRefused, "Project", "%s", msg)
+		// The condition carries the refusal: announce it when it starts,
+		// not on every pass that repeats it.
+		if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionNetworkPolicyReady); c == nil || c.Message != msg {
+			announce(ctx, p, g, nil, corev1.EventTypeWarning, v1alpha1.EventNetworkPolicyRefused, "Project", "%s", msg)
+		}
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(msg))
 	}
 	current := &networkingv1.NetworkPolicy{}

@@ -42,6 +42,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;create;update;patch;delete
@@ -92,8 +93,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		Watches(&v1alpha1.GlanceBackend{}, handler.EnqueueRequestsFromMapFunc(backendToGlance)).
 		// The API Service gaining its first ready endpoint, or losing its
 		// last, is what the HealthCheck waits for.
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(endpointSliceToGlance),
-			builder.WithPredicates(endpointReadinessChanged))
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(apiChildToGlance),
+			builder.WithPredicates(endpointReadinessChanged)).
+		// An API pod the kubelet evicted for its image cache is what the
+		// Deployment step reports; no other pod change wakes a pass.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(apiChildToGlance),
+			builder.WithPredicates(imageCacheEvictionSeen))
 
 	// The optional APIs are watched when installed at setup; without them
 	// the steps report what is missing through conditions.
@@ -191,6 +196,9 @@ func (r *Reconciler) watchTarget(ctx context.Context, ctl controller.Controller,
 		watch(source.Kind(t.GetCache(), obj, owned))
 	}
 	watch(source.Kind[client.Object](t.GetCache(), &discoveryv1.EndpointSlice{}, owned, endpointReadinessChanged))
+	// The pods carry the template's labels, not the owner labels: mapped
+	// by instance, the Glance is the one of that name in the namespace.
+	watch(source.Kind[client.Object](t.GetCache(), &corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(apiChildToGlance), imageCacheEvictionSeen))
 	t.References.OnNamespace(func(_ context.Context, c cache.Cache) {
 		for _, src := range r.referenceSources(c) {
 			watch(src)
@@ -327,9 +335,10 @@ func purgeRunToGlance(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[render.LabelInstance]}}}
 }
 
-// endpointSliceToGlance maps a slice of an API Service to its Glance: the
-// EndpointSlice controller copies the Service's labels onto its slices.
-func endpointSliceToGlance(_ context.Context, o client.Object) []reconcile.Request {
+// apiChildToGlance maps an API pod, or a slice of an API Service, to its
+// Glance by the instance label: the EndpointSlice controller copies the
+// Service's labels onto its slices, and the pods carry the template's.
+func apiChildToGlance(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	if l[render.LabelComponent] != render.ComponentAPI || l[render.LabelInstance] == "" {
 		return nil

@@ -1,0 +1,42 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// The README's Events table lists every reason the operator emits, and no
+// other.
+func TestREADMEListsEveryEventReason(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### Events\n")
+	if !ok {
+		t.Fatal("README has no ### Events section")
+	}
+	section, _, _ = strings.Cut(section, "\n### ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, reason := range strings.Split(first, ", ") {
+			listed[strings.Trim(reason, "`")] = true
+		}
+	}
+	for _, reason := range v1alpha1.EventReasons {
+		if !listed[reason] {
+			t.Errorf("README's Events table does not list %s", reason)
+		}
+		delete(listed, reason)
+	}
+	for reason := range listed {
+		t.Errorf("README's Events table lists %s, which the operator never emits", reason)
+	}
+}

@@ -1,0 +1,92 @@
+package metrics
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/release"
+)
+
+// Label names of the state metrics.
+const (
+	LabelType             = "type"
+	LabelStatus           = "status"
+	LabelReason           = "reason"
+	LabelInstalledRelease = "installed_release"
+	LabelTargetRelease    = "target_release"
+	LabelUpgradePhase     = "upgrade_phase"
+	LabelLaunchMode       = "launch_mode"
+)
+
+// stateListTimeout bounds the cache read of one scrape.
+const stateListTimeout = 5 * time.Second
+
+// exportedConditions are the condition types the state metrics export:
+// Ready and the nine it aggregates. Any other type in a status is not the
+// operator's and would let whoever wrote it grow the label set.
+var exportedConditions = append([]string{v1alpha1.ConditionReady}, v1alpha1.SubConditions...)
+
+// GlanceState exports the state of every Glance, as kube-state-metrics does
+// for built-in kinds: it reads the manager's cache at each scrape, so a
+// deleted Glance's series go with it, a restarted manager exports at once,
+// and nothing is written. Every label takes values of a bounded set: the
+// operator's condition types and reasons, releases of the YYYY.N pattern,
+// the four upgrade phases and the two launch modes.
+type GlanceState struct {
+	reader client.Reader
+	// leading reports whether this replica is the leader: only the leader
+	// exports, so two replicas never export one Glance twice.
+	leading   func() bool
+	condition *prometheus.Desc
+	info      *prometheus.Desc
+}
+
+// NewGlanceState reads the Glances from reader, exporting while leading
+// reports true.
+func NewGlanceState(reader client.Reader, leading func() bool) *GlanceState {
+	return &GlanceState{
+		reader:  reader,
+		leading: leading,
+		condition: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "glance_condition"),
+			"The current status and reason of each condition of each Glance: 1 for each (type, status, reason) it has now.",
+			[]string{LabelNamespace, LabelGlance, LabelType, LabelStatus, LabelReason}, nil),
+		info: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "glance_info"),
+			"Each Glance's releases, upgrade phase and launch mode (always 1).",
+			[]string{LabelNamespace, LabelGlance, LabelInstalledRelease, LabelTargetRelease, LabelUpgradePhase, LabelLaunchMode}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *GlanceState) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.condition
+	ch <- s.info
+}
+
+// Collect implements prometheus.Collector.
+func (s *GlanceState) Collect(ch chan<- prometheus.Metric) {
+	if !s.leading() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateListTimeout)
+	defer cancel()
+	var list v1alpha1.GlanceList
+	if err := s.reader.List(ctx, &list); err != nil {
+		ch <- prometheus.NewInvalidMetric(s.info, err)
+		return
+	}
+	for i := range list.Items {
+		g := &list.Items[i]
+		for _, c := range g.Status.Conditions {
+			if slices.Contains(exportedConditions, c.Type) {
+				ch <- prometheus.MustNewConstMetric(s.condition, prometheus.GaugeValue, 1, g.Namespace, g.Name, c.Type, string(c.Status), c.Reason)
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(s.info, prometheus.GaugeValue, 1, g.Namespace, g.Name,
+			g.Status.InstalledRelease, g.Status.TargetRelease, string(g.Status.UpgradePhase), string(release.LaunchModeOf(g.Spec.OpenStackRelease)))
+	}
+}

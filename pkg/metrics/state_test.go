@@ -1,0 +1,98 @@
+package metrics_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/metrics"
+)
+
+func stateGlance(namespace, name, release string, status v1alpha1.GlanceStatus) *v1alpha1.Glance {
+	return &v1alpha1.Glance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       v1alpha1.GlanceSpec{OpenStackRelease: release},
+		Status:     status,
+	}
+}
+
+func condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: "free text never exported", LastTransitionTime: metav1.Now()}
+}
+
+func TestGlanceStateExportsConditionsAndInfo(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		stateGlance("openstack", "glance", "2026.1", v1alpha1.GlanceStatus{
+			InstalledRelease: "2025.2", TargetRelease: "2026.1", UpgradePhase: v1alpha1.UpgradePhaseExpanding,
+			Conditions: []metav1.Condition{
+				condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady),
+				condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonExpandInProgress),
+				// Not the operator's: not exported.
+				condition("example.com/Custom", metav1.ConditionTrue, "Whatever"),
+			},
+		}),
+		stateGlance("other", "glance", "2025.2", v1alpha1.GlanceStatus{}),
+	).Build()
+	leader := true
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterGlanceState(reader, func() bool { return leader }); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP glance_operator_glance_condition The current status and reason of each condition of each Glance: 1 for each (type, status, reason) it has now.
+# TYPE glance_operator_glance_condition gauge
+glance_operator_glance_condition{glance="glance",namespace="openstack",reason="ExpandInProgress",status="False",type="DatabaseReady"} 1
+glance_operator_glance_condition{glance="glance",namespace="openstack",reason="NotAllReady",status="False",type="Ready"} 1
+# HELP glance_operator_glance_info Each Glance's releases, upgrade phase and launch mode (always 1).
+# TYPE glance_operator_glance_info gauge
+glance_operator_glance_info{glance="glance",installed_release="2025.2",launch_mode="uwsgi",namespace="openstack",target_release="2026.1",upgrade_phase="Expanding"} 1
+glance_operator_glance_info{glance="glance",installed_release="",launch_mode="eventlet",namespace="other",target_release="",upgrade_phase=""} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "glance_operator_glance_condition", "glance_operator_glance_info"); err != nil {
+		t.Fatal(err)
+	}
+
+	leader = false
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_glance_condition", "glance_operator_glance_info"); err != nil || n != 0 {
+		t.Errorf("a standby exports %d state series (%v), want none", n, err)
+	}
+}
+
+func TestRegisterGlanceStateTwiceFails(t *testing.T) {
+	m, _ := newMetrics(t)
+	reader := fake.NewClientBuilder().Build()
+	if err := m.RegisterGlanceState(reader, func() bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterGlanceState(reader, func() bool { return true }); err == nil {
+		t.Error("a second state collector registered beside the first")
+	}
+}
+
+func TestLastSuccessIsAUnixTime(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.DBPurge.Succeeded("openstack", "glance", time.Unix(1_700_000_000, 500_000_000))
+	want := `
+# HELP glance_operator_db_purge_last_success_timestamp_seconds Unix time the newest successful one of the db-purge CronJob runs completed, by Glance.
+# TYPE glance_operator_db_purge_last_success_timestamp_seconds gauge
+glance_operator_db_purge_last_success_timestamp_seconds{glance="glance",namespace="openstack"} 1.7000000005e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "glance_operator_db_purge_last_success_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}
