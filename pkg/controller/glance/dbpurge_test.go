@@ -195,17 +195,6 @@ func TestObservePurgeRunsCountsEachRunOnce(t *testing.T) {
 	total := func(result string) float64 {
 		return testutil.ToFloat64(m.DBPurge.Total.WithLabelValues("glance", "openstack", result))
 	}
-	drain := func() []string {
-		var out []string
-		for {
-			select {
-			case ev := <-recorder.Events:
-				out = append(out, ev)
-			default:
-				return out
-			}
-		}
-	}
 
 	first := []purgeRun{run("glance-db-purge-1", metrics.ResultSucceeded), run("glance-db-purge-2", metrics.ResultFailed), run("glance-db-purge-3", "")}
 	observePurgeRuns(context.Background(), p, g, first)
@@ -215,7 +204,7 @@ func TestObservePurgeRunsCountsEachRunOnce(t *testing.T) {
 	if total(metrics.ResultSucceeded) != 1 || total(metrics.ResultFailed) != 1 {
 		t.Errorf("%v succeeded, %v failed counted; want 1 each", total(metrics.ResultSucceeded), total(metrics.ResultFailed))
 	}
-	if evs := drain(); len(evs) != 1 || !strings.Contains(evs[0], v1alpha1.ReasonDBPurgeJobFailed) || !strings.Contains(evs[0], "glance-db-purge-2") {
+	if evs := drainEvents(recorder); len(evs) != 1 || !strings.Contains(evs[0], v1alpha1.ReasonDBPurgeJobFailed) || !strings.Contains(evs[0], "glance-db-purge-2") {
 		t.Errorf("events %q, want one DBPurgeJobFailed naming glance-db-purge-2", evs)
 	}
 
@@ -228,7 +217,7 @@ func TestObservePurgeRunsCountsEachRunOnce(t *testing.T) {
 	if total(metrics.ResultSucceeded) != 1 || total(metrics.ResultFailed) != 2 {
 		t.Errorf("%v succeeded, %v failed counted; want 1 and 2", total(metrics.ResultSucceeded), total(metrics.ResultFailed))
 	}
-	if evs := drain(); len(evs) != 1 || !strings.Contains(evs[0], "glance-db-purge-3") {
+	if evs := drainEvents(recorder); len(evs) != 1 || !strings.Contains(evs[0], "glance-db-purge-3") {
 		t.Errorf("events %q, want one naming glance-db-purge-3", evs)
 	}
 
@@ -236,7 +225,7 @@ func TestObservePurgeRunsCountsEachRunOnce(t *testing.T) {
 	if total(metrics.ResultSucceeded) != 1 || total(metrics.ResultFailed) != 2 {
 		t.Errorf("a pass seeing nothing new counted again: %v succeeded, %v failed", total(metrics.ResultSucceeded), total(metrics.ResultFailed))
 	}
-	if evs := drain(); len(evs) != 0 {
+	if evs := drainEvents(recorder); len(evs) != 0 {
 		t.Errorf("a pass seeing nothing new announced %q", evs)
 	}
 }
@@ -267,6 +256,19 @@ func TestLastPurgeSuccess(t *testing.T) {
 		got, ok := lastPurgeSuccess(cj, tc.runs)
 		if ok != (tc.want != 0) || (ok && got.Unix() != tc.want) {
 			t.Errorf("%s: %v, %v; want %d", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+// drainEvents takes the events a fake recorder holds now.
+func drainEvents(recorder *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case ev := <-recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
 		}
 	}
 }

@@ -70,8 +70,8 @@ func imageCacheEvictionLimit(pod *corev1.Pod) (string, bool) {
 // counted pod that is gone is dropped, as it can never be seen again. Past
 // the bound a pod is left uncounted until earlier ones are gone: at worst
 // late, never counted twice.
-func imageCacheEvictions(pods []corev1.Pod, counted []types.UID) (fresh []*corev1.Pod, record []types.UID) {
-	evicted := make([]*corev1.Pod, 0, len(pods))
+func imageCacheEvictions(pods []corev1.Pod, counted []types.UID) (evicted, fresh []*corev1.Pod, record []types.UID) {
+	evicted = make([]*corev1.Pod, 0, len(pods))
 	present := sets.New[types.UID]()
 	for i := range pods {
 		if imageCacheEvicted(&pods[i]) {
@@ -99,7 +99,7 @@ func imageCacheEvictions(pods []corev1.Pod, counted []types.UID) (fresh []*corev
 		fresh = append(fresh, pod)
 		record = append(record, pod.UID)
 	}
-	return fresh, record
+	return evicted, fresh, record
 }
 
 // observeImageCacheEvictions lists the Glance's API pods, records the
@@ -112,16 +112,10 @@ func observeImageCacheEvictions(ctx context.Context, p *pass, g *v1alpha1.Glance
 	if err := p.cluster.Client.List(ctx, &pods, client.InNamespace(g.Namespace), client.MatchingLabels(render.APIPodLabels(g.Name))); err != nil {
 		return 0, fmt.Errorf("list the API pods: %w", err)
 	}
-	fresh, record := imageCacheEvictions(pods.Items, g.Status.ImageCacheEvictedPods)
+	evicted, fresh, record := imageCacheEvictions(pods.Items, g.Status.ImageCacheEvictedPods)
 	g.Status.ImageCacheEvictedPods = record
-	evicted := 0
-	for i := range pods.Items {
-		if imageCacheEvicted(&pods.Items[i]) {
-			evicted++
-		}
-	}
 	if len(fresh) == 0 {
-		return evicted, nil
+		return len(evicted), nil
 	}
 	namespace, name := g.Namespace, g.Name
 	pipeline.AfterStatusWrite(ctx, func() {
@@ -138,7 +132,7 @@ func observeImageCacheEvictions(ctx context.Context, p *pass, g *v1alpha1.Glance
 			"the kubelet evicted pod %s: its %s emptyDir exceeded %s; is the cache-maintenance sidecar pruning?",
 			pod.Name, render.VolumeImageCache, limit)
 	}
-	return evicted, nil
+	return len(evicted), nil
 }
 
 // evictedForImageCache appends to a DeploymentReady message that names

@@ -94,22 +94,25 @@ func TestImageCacheEvictions(t *testing.T) {
 	running := apiPod("running", 0, corev1.PodRunning, "", "")
 	a, b, c := evictedPod("a", 1), evictedPod("b", 2), evictedPod("c", 3)
 
-	fresh, record := imageCacheEvictions(pods(running, b, a), nil)
+	evicted, fresh, record := imageCacheEvictions(pods(running, b, a), nil)
 	if got := names(fresh); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("fresh %v, want a and b, oldest first", got)
 	}
 	if want := []types.UID{"a-uid", "b-uid"}; !slices.Equal(record, want) {
 		t.Errorf("record %v, want %v", record, want)
 	}
+	if len(evicted) != 2 {
+		t.Errorf("evicted %v, want a and b, not the running pod", names(evicted))
+	}
 
 	// Seen again, in another order: nothing fresh, the record unchanged.
-	fresh, again := imageCacheEvictions(pods(b, running, a), record)
+	_, fresh, again := imageCacheEvictions(pods(b, running, a), record)
 	if len(fresh) != 0 || !slices.Equal(again, record) {
 		t.Errorf("second pass: fresh %v, record %v; want none and %v", names(fresh), again, record)
 	}
 
 	// a is gone, c is new: a is dropped, c counted.
-	fresh, record = imageCacheEvictions(pods(running, c, b), record)
+	_, fresh, record = imageCacheEvictions(pods(running, c, b), record)
 	if got := names(fresh); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("fresh %v, want c", got)
 	}
@@ -126,11 +129,11 @@ func TestImageCacheEvictions(t *testing.T) {
 		counted = append(counted, p.UID)
 	}
 	late := evictedPod("late", 10_000)
-	fresh, record = imageCacheEvictions(pods(append(full, late)...), counted)
+	_, fresh, record = imageCacheEvictions(pods(append(full, late)...), counted)
 	if len(fresh) != 0 || len(record) != maxImageCacheEvictedPods || slices.Contains(record, late.UID) {
 		t.Errorf("full record: fresh %v, %d recorded; want none and the %d already there", names(fresh), len(record), maxImageCacheEvictedPods)
 	}
-	fresh, record = imageCacheEvictions(pods(append(full[1:], late)...), record)
+	_, fresh, record = imageCacheEvictions(pods(append(full[1:], late)...), record)
 	if got := names(fresh); !slices.Equal(got, []string{"late"}) || len(record) != maxImageCacheEvictedPods {
 		t.Errorf("room again: fresh %v, %d recorded; want late and %d", got, len(record), maxImageCacheEvictedPods)
 	}
@@ -149,17 +152,6 @@ func TestObserveImageCacheEvictionsOncePerPod(t *testing.T) {
 	}
 	recorder := events.NewFakeRecorder(10)
 	s.p.r = &Reconciler{Recorder: recorder, Metrics: m}
-	drain := func() []string {
-		var out []string
-		for {
-			select {
-			case ev := <-recorder.Events:
-				out = append(out, ev)
-			default:
-				return out
-			}
-		}
-	}
 	count := func() float64 {
 		return testutil.ToFloat64(m.ImageCacheEvictions.WithLabelValues("glance", "openstack"))
 	}
@@ -178,7 +170,7 @@ func TestObserveImageCacheEvictionsOncePerPod(t *testing.T) {
 		if count() != 1 {
 			t.Errorf("pass %d: counted %v, want 1", pass, count())
 		}
-		evs := drain()
+		evs := drainEvents(recorder)
 		switch {
 		case pass == 0 && (len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning "+v1alpha1.EventImageCacheEvicted) ||
 			!strings.Contains(evs[0], "glance-api-1") || !strings.Contains(evs[0], "10Gi")):
@@ -196,7 +188,7 @@ func TestObserveImageCacheEvictionsOncePerPod(t *testing.T) {
 	if evicted, err := observeImageCacheEvictions(context.Background(), s.p, s.g); err != nil || evicted != 0 {
 		t.Fatalf("after the delete: %d evicted, %v", evicted, err)
 	}
-	if len(s.g.Status.ImageCacheEvictedPods) != 0 || count() != 1 || len(drain()) != 0 {
+	if len(s.g.Status.ImageCacheEvictedPods) != 0 || count() != 1 || len(drainEvents(recorder)) != 0 {
 		t.Errorf("after the delete: recorded %v, counted %v; want none kept and still 1", s.g.Status.ImageCacheEvictedPods, count())
 	}
 }
