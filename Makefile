@@ -27,6 +27,7 @@ run: control-plane localcluster ## Start a local cluster with the CRDs and the s
 .PHONY: test
 test: control-plane conformance-root verify-generated vet ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(MAKE) --no-print-directory test-monitoring
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
@@ -41,6 +42,13 @@ UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane, in under a minute.
 	$(GO) test -count=1 -skip='$(CONTROL_PLANE_TESTS)' $(addprefix ./,$(UNIT_DIRS))
+	$(MAKE) --no-print-directory test-monitoring
+
+# The alert rules and the metric contract live in a module of their own:
+# Prometheus's rule engine stays out of the product's dependencies.
+.PHONY: test-monitoring
+test-monitoring: ## Evaluate every alert with Prometheus's rule engine, and check each metric the alerts and the dashboard query is registered.
+	cd test/monitoring && $(GO) test -count=1 ./...
 
 ##@ Development
 
@@ -52,13 +60,14 @@ CHART_FILES := charts/glance-operator/files
 MONITORING_API := github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1
 
 .PHONY: manifests
-manifests: ## Generate the chart's CRDs, RBAC roles and webhook configurations, and the test CRDs of prometheus-operator.
+manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations and Grafana dashboard, and the test CRDs of prometheus-operator.
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CHART_FILES)/crds
 	$(GO) tool controller-gen rbac:roleName=glance-operator-manager paths="{./pkg/controller/...,./pkg/operator/...}" \
 		output:rbac:artifacts:config=$(CHART_FILES)/rbac/manager
 	$(GO) tool controller-gen rbac:roleName=glance-webhook paths=./pkg/admission/webhook/... \
 		output:rbac:artifacts:config=$(CHART_FILES)/rbac/webhook
 	$(GO) run ./hack/webhook-manifests -out $(CHART_FILES)/webhook-configurations.yaml
+	$(GO) run ./hack/dashboard -out $(CHART_FILES)/grafana-dashboard.json
 	@# Only ServiceMonitor and PrometheusRule are used; the package holds seven kinds.
 	tmp=$$(mktemp -d) && $(GO) tool controller-gen crd:maxDescLen=0 paths=$(MONITORING_API) output:crd:artifacts:config=$$tmp && \
 		mkdir -p test/crds/prometheus-operator && \
@@ -73,6 +82,7 @@ verify-generated: ## Fail when generated files are stale.
 vet: ## Run go vet and check formatting.
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./test/e2e/
+	cd test/monitoring && $(GO) vet ./...
 	@unformatted=$$(gofmt -l api cmd pkg test hack 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 

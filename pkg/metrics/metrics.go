@@ -182,6 +182,18 @@ func (m *Metrics) RegisterGlanceState(reader client.Reader, leading func() bool)
 	return m.registerer.Register(NewGlanceState(reader, leading))
 }
 
+// TrackGlance creates the counters of the Glance namespace/name at 0, so the
+// first failed run or eviction is an increase from 0 that increase() sees,
+// rather than a series born at 1 that it does not.
+func (m *Metrics) TrackGlance(namespace, name string) {
+	for _, j := range []*JobRuns{m.DBSync, m.DBPurge} {
+		for _, result := range []string{ResultSucceeded, ResultFailed} {
+			j.Total.WithLabelValues(name, namespace, result)
+		}
+	}
+	m.ImageCacheEvictions.WithLabelValues(name, namespace)
+}
+
 // ForgetGlance drops every series of the Glance namespace/name, so a deleted
 // CR does not keep exporting stale counts. The reconcile vectors carry no
 // per-CR labels and are left alone.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/release"
+	"github.com/c5c3/glance-operator/pkg/render"
 )
 
 // Label names of the state metrics.
@@ -41,9 +42,14 @@ type GlanceState struct {
 	reader client.Reader
 	// leading reports whether this replica is the leader: only the leader
 	// exports, so two replicas never export one Glance twice.
-	leading   func() bool
-	condition *prometheus.Desc
-	info      *prometheus.Desc
+	leading       func() bool
+	condition     *prometheus.Desc
+	info          *prometheus.Desc
+	created       *prometheus.Desc
+	purgeInterval *prometheus.Desc
+	// intervals memoizes purgeInterval by schedule: a scrape reads every
+	// Glance, and most share a schedule.
+	intervals scheduleIntervals
 }
 
 // NewGlanceState reads the Glances from reader, exporting while leading
@@ -58,6 +64,12 @@ func NewGlanceState(reader client.Reader, leading func() bool) *GlanceState {
 		info: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "glance_info"),
 			"Each Glance's releases, upgrade phase and launch mode (always 1).",
 			[]string{LabelNamespace, LabelGlance, LabelInstalledRelease, LabelTargetRelease, LabelUpgradePhase, LabelLaunchMode}, nil),
+		created: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "glance_created_timestamp_seconds"),
+			"Unix time each Glance was created: the start of the wait for a first successful purge.",
+			[]string{LabelNamespace, LabelGlance}, nil),
+		purgeInterval: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "db_purge_interval_seconds"),
+			"The longest gap between two runs of each Glance's db-purge schedule; absent while the purge is suspended.",
+			[]string{LabelNamespace, LabelGlance}, nil),
 	}
 }
 
@@ -65,6 +77,8 @@ func NewGlanceState(reader client.Reader, leading func() bool) *GlanceState {
 func (s *GlanceState) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.condition
 	ch <- s.info
+	ch <- s.created
+	ch <- s.purgeInterval
 }
 
 // Collect implements prometheus.Collector.
@@ -88,5 +102,11 @@ func (s *GlanceState) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(s.info, prometheus.GaugeValue, 1, g.Namespace, g.Name,
 			g.Status.InstalledRelease, g.Status.TargetRelease, string(g.Status.UpgradePhase), string(release.LaunchModeOf(g.Spec.OpenStackRelease)))
+		ch <- prometheus.MustNewConstMetric(s.created, prometheus.GaugeValue, float64(g.CreationTimestamp.Unix()), g.Namespace, g.Name)
+		if schedule, suspended, err := render.DBPurgeSchedule(g); err == nil && !suspended {
+			if interval, ok := s.intervals.of(schedule); ok {
+				ch <- prometheus.MustNewConstMetric(s.purgeInterval, prometheus.GaugeValue, interval.Seconds(), g.Namespace, g.Name)
+			}
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -94,5 +96,69 @@ glance_operator_db_purge_last_success_timestamp_seconds{glance="glance",namespac
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "glance_operator_db_purge_last_success_timestamp_seconds"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGlanceStateExportsCreationAndPurgeInterval(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	created := metav1.NewTime(time.Unix(1_750_000_000, 0))
+	daily := stateGlance("openstack", "daily", "2026.1", v1alpha1.GlanceStatus{})
+	hourly := stateGlance("openstack", "hourly", "2026.1", v1alpha1.GlanceStatus{})
+	hourly.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "15 * * * *"}
+	suspended := stateGlance("openstack", "suspended", "2026.1", v1alpha1.GlanceStatus{})
+	suspended.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Suspend: ptr.To(true)}
+	broken := stateGlance("openstack", "broken", "2026.1", v1alpha1.GlanceStatus{})
+	broken.Spec.DBPurge = &v1alpha1.DBPurgeSpec{Schedule: "every day"}
+	var objs []client.Object
+	for _, g := range []*v1alpha1.Glance{daily, hourly, suspended, broken} {
+		g.CreationTimestamp = created
+		objs = append(objs, g)
+	}
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	m, reg := newMetrics(t)
+	if err := m.RegisterGlanceState(reader, func() bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP glance_operator_glance_created_timestamp_seconds Unix time each Glance was created: the start of the wait for a first successful purge.
+# TYPE glance_operator_glance_created_timestamp_seconds gauge
+glance_operator_glance_created_timestamp_seconds{glance="broken",namespace="openstack"} 1.75e+09
+glance_operator_glance_created_timestamp_seconds{glance="daily",namespace="openstack"} 1.75e+09
+glance_operator_glance_created_timestamp_seconds{glance="hourly",namespace="openstack"} 1.75e+09
+glance_operator_glance_created_timestamp_seconds{glance="suspended",namespace="openstack"} 1.75e+09
+# HELP glance_operator_db_purge_interval_seconds The longest gap between two runs of each Glance's db-purge schedule; absent while the purge is suspended.
+# TYPE glance_operator_db_purge_interval_seconds gauge
+glance_operator_db_purge_interval_seconds{glance="daily",namespace="openstack"} 86400
+glance_operator_db_purge_interval_seconds{glance="hourly",namespace="openstack"} 3600
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "glance_operator_db_purge_interval_seconds", "glance_operator_glance_created_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTrackGlanceStartsCountersAtZero(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.TrackGlance("openstack", "glance")
+	want := `
+# HELP glance_operator_image_cache_evictions_total Glance pods the kubelet evicted because their image-cache emptyDir exceeded its size limit, by Glance.
+# TYPE glance_operator_image_cache_evictions_total counter
+glance_operator_image_cache_evictions_total{glance="glance",namespace="openstack"} 0
+# HELP glance_operator_db_sync_total Terminal glance-manage db sync runs, by Glance and result.
+# TYPE glance_operator_db_sync_total counter
+glance_operator_db_sync_total{glance="glance",namespace="openstack",result="failed"} 0
+glance_operator_db_sync_total{glance="glance",namespace="openstack",result="succeeded"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "glance_operator_image_cache_evictions_total", "glance_operator_db_sync_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_db_purge_total"); err != nil || n != 2 {
+		t.Errorf("db_purge_total series: %d (%v), want 2", n, err)
+	}
+	m.ForgetGlance("openstack", "glance")
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_image_cache_evictions_total", "glance_operator_db_sync_total", "glance_operator_db_purge_total"); err != nil || n != 0 {
+		t.Errorf("%d series left after ForgetGlance (%v)", n, err)
 	}
 }

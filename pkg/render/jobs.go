@@ -154,6 +154,14 @@ func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
 	return r, nil
 }
 
+// DBPurgeSchedule is the resolved spec.dbPurge schedule and whether the
+// purge is suspended; err names the field of a spec.dbPurge that does not
+// resolve.
+func DBPurgeSchedule(g *v1alpha1.Glance) (schedule string, suspended bool, err error) {
+	r, err := resolveDBPurge(g)
+	return r.schedule, r.suspend, err
+}
+
 // DBPurgeCronJob is the CronJob {name}-db-purge running glance-manage db
 // purge on spec.image with the resolved spec.dbPurge. The Jobs it spawns,
 // and their pods, carry CommonLabels (component db-purge), by which the

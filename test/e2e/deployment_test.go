@@ -171,6 +171,14 @@ func (s *scene) checkStateMetrics(installed, target, phase, launchMode string) {
 	if got := metricValue(s.t, "glance_operator_glance_info", info); got != 1 {
 		s.t.Errorf("glance_operator_glance_info%v = %v, want 1", info, got)
 	}
+	glance := map[string]string{"namespace": s.ns, "glance": "glance"}
+	if got := metricValue(s.t, "glance_operator_glance_created_timestamp_seconds", glance); got != float64(g.CreationTimestamp.Unix()) {
+		s.t.Errorf("glance_operator_glance_created_timestamp_seconds = %v, want the Glance's creation %d", got, g.CreationTimestamp.Unix())
+	}
+	// The sample keeps the default schedule, 0 3 * * *: a day between runs.
+	if got := metricValue(s.t, "glance_operator_db_purge_interval_seconds", glance); got != 24*3600 {
+		s.t.Errorf("glance_operator_db_purge_interval_seconds = %v, want 86400", got)
+	}
 }
 
 func findCondition(conditions []metav1.Condition, typ string) *metav1.Condition {
@@ -320,7 +328,8 @@ func TestGlanceDeletion(t *testing.T) {
 	if !s.get("s3-primary", &v1alpha1.GlanceBackend{}) {
 		t.Error("the user's GlanceBackend was deleted")
 	}
-	for _, name := range []string{"glance_operator_db_sync_total", "glance_operator_glance_info", "glance_operator_glance_condition", "glance_operator_db_sync_last_success_timestamp_seconds"} {
+	for _, name := range []string{"glance_operator_db_sync_total", "glance_operator_glance_info", "glance_operator_glance_condition", "glance_operator_db_sync_last_success_timestamp_seconds",
+		"glance_operator_glance_created_timestamp_seconds", "glance_operator_db_purge_interval_seconds"} {
 		if got := metricValue(t, name, series); got != 0 {
 			t.Errorf("the deleted Glance still exports %s (%v)", name, got)
 		}

@@ -64,6 +64,11 @@ var processMetrics = sync.OnceValue(func() *serverMetrics {
 	return m
 })
 
+// RegisterMetrics registers the webhook's collectors in controller-runtime's
+// registry, once per process: RunServer does, and so does the test that holds
+// the dashboard and the alerts to the metrics the binaries register.
+func RegisterMetrics() { processMetrics() }
+
 // forPath resolves the series of a webhook, creating every one of them on
 // registration so that rate() over a verdict that has not happened yet is
 // 0 rather than absent.

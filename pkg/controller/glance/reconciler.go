@@ -129,6 +129,7 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 	if !g.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, g, cluster, resolveErr)
 	}
+	r.Metrics.TrackGlance(g.Namespace, g.Name)
 	p := &pass{r: r, cluster: cluster}
 	if resolveErr != nil {
 		// Nothing is created anywhere and no finalizer is taken: there is
