@@ -77,8 +77,8 @@ const (
 	webhookP99Query      = `histogram_quantile(0.99, sum by (le, webhook) (rate(glance_webhook_request_duration_seconds_bucket[5m])))`
 	webhookInFlightQuery = `sum by (webhook) (glance_webhook_requests_in_flight)`
 	// Per pod, so that a replica that did not load the renewed certificate
-	// stands out.
-	webhookCertificateExpiryQuery = `min by (pod) (glance_webhook_serving_certificate_expiry_timestamp_seconds) - time()`
+	// stands out; 0 means none loaded yet, not an expiry in 1970.
+	webhookCertificateExpiryQuery = `min by (pod) (glance_webhook_serving_certificate_expiry_timestamp_seconds > 0) - time()`
 )
 
 // queries lists every panel expression once; the tests check that the

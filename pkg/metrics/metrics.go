@@ -103,7 +103,7 @@ type Metrics struct {
 	// runs shows as nothing but evictions.
 	ImageCacheEvictions *prometheus.CounterVec
 	// registerer is where New registered the collectors, for
-	// RegisterGlanceState.
+	// RegisterLeaderMetrics.
 	registerer prometheus.Registerer
 }
 
@@ -171,14 +171,19 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.Reconcile.Duration, m.Reconcile.Errors,
 		m.DBSync.Total, m.DBSync.Duration, m.DBSync.LastSuccess,
 		m.DBPurge.Total, m.DBPurge.Duration, m.DBPurge.LastSuccess,
-		m.TargetClusters.Gauge,
+		m.TargetClusters,
 		m.ImageCacheEvictions,
 	}
 }
 
-// RegisterGlanceState registers the state metrics of the Glances reader
-// holds (see GlanceState) beside the other collectors.
-func (m *Metrics) RegisterGlanceState(reader client.Reader, leading func() bool) error {
+// RegisterLeaderMetrics registers the state metrics of the Glances reader
+// holds (see GlanceState) beside the other collectors, and from then on
+// exports them and the target clusters gauge only while leading reports
+// true: every replica holds the same Glances and probes the same targets,
+// and only the leader's view is acted on. Call it before the metrics are
+// served.
+func (m *Metrics) RegisterLeaderMetrics(reader client.Reader, leading func() bool) error {
+	m.TargetClusters.leading = leading
 	return m.registerer.Register(NewGlanceState(reader, leading))
 }
 

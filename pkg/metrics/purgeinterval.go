@@ -9,12 +9,12 @@ import (
 
 // intervalSpan is how far ahead longestGap looks: a year holds every
 // pattern of a five-field schedule but the 29th of February, whose gap the
-// first activation past the span still measures.
+// first run past the span still measures.
 const intervalSpan = 366 * 24 * time.Hour
 
-// maxActivations bounds the walk of a schedule that fires every minute: the
-// first 5000 of its runs span three days, past any daily pattern.
-const maxActivations = 5000
+// maxMatchingDays bounds the walk: a year has at most 366 days a schedule
+// runs on.
+const maxMatchingDays = 400
 
 // maxCachedSchedules bounds the memo: schedules are user input.
 const maxCachedSchedules = 1024
@@ -42,29 +42,70 @@ func (c *scheduleIntervals) of(schedule string) (time.Duration, bool) {
 	if s, err := cron.ParseStandard(schedule); err == nil {
 		d = longestGap(s, intervalEpoch)
 	}
-	if c.bySchedule == nil || len(c.bySchedule) >= maxCachedSchedules {
+	if c.bySchedule == nil {
 		c.bySchedule = map[string]time.Duration{}
+	}
+	// Full: drop one entry, any, rather than all, so a scrape recomputes
+	// only the schedules beyond the bound.
+	for s := range c.bySchedule {
+		if len(c.bySchedule) < maxCachedSchedules {
+			break
+		}
+		delete(c.bySchedule, s)
 	}
 	c.bySchedule[schedule] = d
 	return d, d > 0
 }
 
-// longestGap is the longest time between two consecutive activations of s
-// in the year from start: a purge is overdue after twice that, whatever
-// the pattern (every 5 minutes between 3 and 4 o'clock has a 23-hour gap).
+// longestGap is the longest time between two consecutive runs of s in the
+// year from start, 0 when it cannot tell: a purge is overdue after twice
+// that, whatever the pattern (every 5 minutes between 3 and 4 o'clock has a
+// 23-hour gap). Every day a five-field schedule runs on has the same times,
+// so it walks days, not runs: the gap within a day, then from each day's
+// last run to the next run.
 func longestGap(s cron.Schedule, start time.Time) time.Duration {
-	var longest time.Duration
-	prev := s.Next(start)
-	for i := 0; i < maxActivations && !prev.IsZero(); i++ {
-		next := s.Next(prev)
-		if next.IsZero() {
-			break
+	switch s := s.(type) {
+	case cron.ConstantDelaySchedule:
+		return s.Delay
+	case *cron.SpecSchedule:
+		times := dayTimes(s)
+		if len(times) == 0 {
+			return 0
 		}
-		longest = max(longest, next.Sub(prev))
-		if next.Sub(start) >= intervalSpan {
-			break
+		var longest time.Duration
+		for i := 1; i < len(times); i++ {
+			longest = max(longest, times[i]-times[i-1])
 		}
-		prev = next
+		run := s.Next(start)
+		for range maxMatchingDays {
+			if run.IsZero() {
+				return 0
+			}
+			y, m, d := run.Date()
+			last := time.Date(y, m, d, 0, 0, 0, 0, run.Location()).Add(times[len(times)-1])
+			next := s.Next(last)
+			if next.IsZero() {
+				return 0
+			}
+			longest = max(longest, next.Sub(last))
+			if next.Sub(start) >= intervalSpan {
+				return longest
+			}
+			run = next
+		}
 	}
-	return longest
+	return 0
+}
+
+// dayTimes are the times of day s runs at, from midnight, in order.
+func dayTimes(s *cron.SpecSchedule) []time.Duration {
+	var out []time.Duration
+	for h := range 24 {
+		for m := range 60 {
+			if s.Hour&(1<<h) != 0 && s.Minute&(1<<m) != 0 {
+				out = append(out, time.Duration(h)*time.Hour+time.Duration(m)*time.Minute)
+			}
+		}
+	}
+	return out
 }

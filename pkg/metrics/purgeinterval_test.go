@@ -24,6 +24,13 @@ func TestLongestGap(t *testing.T) {
 		// Only in leap years: the walk goes past its year to measure it.
 		{"0 0 29 2 *", (365*4 + 1) * 24 * time.Hour},
 		{"* * * * *", time.Minute},
+		{"*/30 * * * *", 30 * time.Minute},
+		{"15 * * * *", time.Hour},
+		// Every minute of the first week of each month: the gap is from
+		// the 7th to the 1st, 24 days in a 31-day month.
+		{"* * 1-7 * *", 24*24*time.Hour + time.Minute},
+		{"0 3,15 * * 1-5", 3*24*time.Hour - 12*time.Hour},
+		{"@every 90m", 90 * time.Minute},
 	} {
 		s, err := cron.ParseStandard(c.schedule)
 		if err != nil {

@@ -52,7 +52,7 @@ func TestGlanceStateExportsConditionsAndInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RegisterGlanceState(reader, func() bool { return leader }); err != nil {
+	if err := m.RegisterLeaderMetrics(reader, func() bool { return leader }); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -69,19 +69,24 @@ glance_operator_glance_info{glance="glance",installed_release="",launch_mode="ev
 		t.Fatal(err)
 	}
 
+	m.TargetClusters.Set("region-a", false)
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_target_clusters"); err != nil || n != 1 {
+		t.Errorf("the leader exports %d target cluster series (%v), want 1", n, err)
+	}
+
 	leader = false
-	if n, err := testutil.GatherAndCount(reg, "glance_operator_glance_condition", "glance_operator_glance_info"); err != nil || n != 0 {
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_glance_condition", "glance_operator_glance_info", "glance_operator_target_clusters"); err != nil || n != 0 {
 		t.Errorf("a standby exports %d state series (%v), want none", n, err)
 	}
 }
 
-func TestRegisterGlanceStateTwiceFails(t *testing.T) {
+func TestRegisterLeaderMetricsTwiceFails(t *testing.T) {
 	m, _ := newMetrics(t)
 	reader := fake.NewClientBuilder().Build()
-	if err := m.RegisterGlanceState(reader, func() bool { return true }); err != nil {
+	if err := m.RegisterLeaderMetrics(reader, func() bool { return true }); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.RegisterGlanceState(reader, func() bool { return true }); err == nil {
+	if err := m.RegisterLeaderMetrics(reader, func() bool { return true }); err == nil {
 		t.Error("a second state collector registered beside the first")
 	}
 }
@@ -119,7 +124,7 @@ func TestGlanceStateExportsCreationAndPurgeInterval(t *testing.T) {
 	}
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	m, reg := newMetrics(t)
-	if err := m.RegisterGlanceState(reader, func() bool { return true }); err != nil {
+	if err := m.RegisterLeaderMetrics(reader, func() bool { return true }); err != nil {
 		t.Fatal(err)
 	}
 	want := `

@@ -16,8 +16,24 @@ const (
 // value 1 per kubeconfig Secret, connected "true" while its API server
 // answers and its caches have synced, "false" otherwise (refused
 // kubeconfigs included).
+//
+// It is a collector of its own: once RegisterLeaderMetrics gives it a
+// leading func, a standby replica exports nothing, so one standby that
+// cannot reach a target does not report it disconnected.
 type TargetClusters struct {
 	Gauge *prometheus.GaugeVec
+	// leading, when set, gates Collect.
+	leading func() bool
+}
+
+// Describe implements prometheus.Collector.
+func (t *TargetClusters) Describe(ch chan<- *prometheus.Desc) { t.Gauge.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (t *TargetClusters) Collect(ch chan<- prometheus.Metric) {
+	if t.leading == nil || t.leading() {
+		t.Gauge.Collect(ch)
+	}
 }
 
 func newTargetClusters() *TargetClusters {

@@ -213,7 +213,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return false
 		}
 	}
-	if err := m.RegisterGlanceState(mgr.GetCache(), leading); err != nil {
+	if err := m.RegisterLeaderMetrics(mgr.GetCache(), leading); err != nil {
 		return nil, fmt.Errorf("register the Glance state metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

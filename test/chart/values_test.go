@@ -319,6 +319,11 @@ func TestMonitoring(t *testing.T) {
 		if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" {
 			t.Fatalf("ServiceMonitor %s endpoints = %+v, want the metrics port", component, sm.Spec.Endpoints)
 		}
+		// The manager's per-Glance series name the Glance's namespace; without
+		// honorLabels the target's namespace, the operator's, would replace it.
+		if honor := sm.Spec.Endpoints[0].HonorLabels; honor != (component == managerName) {
+			t.Errorf("ServiceMonitor %s honorLabels = %v, want it on the manager only", component, honor)
+		}
 		// It must select exactly one Service, the one with a metrics port.
 		var selected []string
 		for _, o := range r.Select("Service") {

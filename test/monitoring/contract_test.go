@@ -25,17 +25,25 @@ import (
 // target, not the binaries.
 var scrapedByPrometheus = []string{"up"}
 
+// targetLabels are the labels prometheus-operator gives every series of a
+// ServiceMonitor's targets.
+var targetLabels = []string{"job", "instance", "pod", "service", "endpoint", "container", "namespace"}
+
 // describingRegistry records the name of every metric a collector
 // registered with it describes, vectors without series included.
 type describingRegistry struct {
 	*prometheus.Registry
-	mu    sync.Mutex
-	names map[string]bool
+	mu sync.Mutex
+	// names maps each metric to its label names.
+	names map[string][]string
 }
 
-// fqName reads a Desc's name from its String form: client_golang exposes no
-// accessor.
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+// descFields reads a Desc's name and variable labels from its String form:
+// client_golang exposes no accessor.
+var (
+	fqName         = regexp.MustCompile(`fqName: "([^"]+)"`)
+	variableLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+)
 
 func (r *describingRegistry) Register(c prometheus.Collector) error {
 	ch := make(chan *prometheus.Desc)
@@ -47,7 +55,11 @@ func (r *describingRegistry) Register(c prometheus.Collector) error {
 	defer r.mu.Unlock()
 	for d := range ch {
 		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.names[m[1]] = true
+			var labels []string
+			if l := variableLabels.FindStringSubmatch(d.String()); l != nil && l[1] != "" {
+				labels = strings.Split(l[1], ",")
+			}
+			r.names[m[1]] = labels
 		}
 	}
 	return r.Registry.Register(c)
@@ -65,8 +77,8 @@ func (r *describingRegistry) MustRegister(cs ...prometheus.Collector) {
 // registered the way they do: the manager's collectors and its state
 // collector, and the webhook's, all in controller-runtime's registry. The
 // webhook registers once per process, so this runs once.
-var registeredMetrics = sync.OnceValues(func() (map[string]bool, error) {
-	reg := &describingRegistry{Registry: prometheus.NewRegistry(), names: map[string]bool{}}
+var registeredMetrics = sync.OnceValues(func() (map[string][]string, error) {
+	reg := &describingRegistry{Registry: prometheus.NewRegistry(), names: map[string][]string{}}
 	saved := crmetrics.Registry
 	crmetrics.Registry = reg
 	defer func() { crmetrics.Registry = saved }()
@@ -75,14 +87,14 @@ var registeredMetrics = sync.OnceValues(func() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.RegisterGlanceState(nil, func() bool { return false }); err != nil {
+	if err := m.RegisterLeaderMetrics(nil, func() bool { return false }); err != nil {
 		return nil, err
 	}
 	webhook.RegisterMetrics()
 	return reg.names, nil
 })
 
-func mustRegisteredMetrics(t *testing.T) map[string]bool {
+func mustRegisteredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	names, err := registeredMetrics()
 	if err != nil {
@@ -174,16 +186,26 @@ func selectors(t *testing.T, q query) []*parser.VectorSelector {
 // the dashboard.
 func TestShownMetricsAreRegistered(t *testing.T) {
 	registered := mustRegisteredMetrics(t)
-	isRegistered := func(name string) bool {
-		if registered[name] || slices.Contains(scrapedByPrometheus, name) {
-			return true
+	// labelsOf is the label names of a queried series, false when no
+	// binary registers it.
+	labelsOf := func(name string) ([]string, bool) {
+		if l, ok := registered[name]; ok {
+			return l, true
+		}
+		if slices.Contains(scrapedByPrometheus, name) {
+			return nil, true
 		}
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if base, ok := strings.CutSuffix(name, suffix); ok && registered[base] {
-				return true
+			if base, ok := strings.CutSuffix(name, suffix); ok {
+				if l, ok := registered[base]; ok {
+					if suffix == "_bucket" {
+						l = append(slices.Clone(l), "le")
+					}
+					return l, true
+				}
 			}
 		}
-		return false
+		return nil, false
 	}
 	seen := 0
 	for _, q := range shownQueries(t) {
@@ -193,8 +215,15 @@ func TestShownMetricsAreRegistered(t *testing.T) {
 				continue
 			}
 			seen++
-			if !isRegistered(vs.Name) {
+			labels, ok := labelsOf(vs.Name)
+			if !ok {
 				t.Errorf("%s queries %s, which neither binary registers", q.where, vs.Name)
+				continue
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name != "__name__" && !slices.Contains(labels, m.Name) && !slices.Contains(targetLabels, m.Name) {
+					t.Errorf("%s matches %s on label %q, which it does not have (%v)", q.where, vs.Name, m.Name, labels)
+				}
 			}
 		}
 	}
@@ -226,11 +255,14 @@ func TestShownConditionTypesExist(t *testing.T) {
 func TestRegistryRecordsNames(t *testing.T) {
 	names := mustRegisteredMetrics(t)
 	for _, want := range []string{"glance_operator_glance_condition", "glance_operator_reconcile_duration_seconds", webhook.RequestsMetric} {
-		if !names[want] {
+		if _, ok := names[want]; !ok {
 			t.Errorf("%s not recorded among %d names", want, len(names))
 		}
 	}
-	if names["glance_operator_no_such_metric"] {
+	if _, ok := names["glance_operator_no_such_metric"]; ok {
 		t.Error("a name never registered is recorded")
+	}
+	if got, want := names[webhook.RequestsMetric], []string{"webhook", "verdict"}; !slices.Equal(got, want) {
+		t.Errorf("labels of %s recorded as %v, want %v", webhook.RequestsMetric, got, want)
 	}
 }

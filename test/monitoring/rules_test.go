@@ -146,10 +146,16 @@ var alertCases = []alertCase{
 	{alert: "GlanceNotReady", name: "not Ready for 10 minutes only", at: 10 * time.Minute, series: `
 		` + readyFalse + ` 1x10`},
 
-	{alert: "GlanceReconcileErrors", name: "a step failing every minute", fires: true, want: map[string]string{"sub_reconciler": "Database"}, at: 25 * time.Minute, series: `
+	// controller-runtime's backoff: 14 retries in the first minute, then
+	// one every 17 minutes.
+	{alert: "GlanceReconcileErrors", name: "a step failing on every retry", fires: true, want: map[string]string{"sub_reconciler": "Database"}, at: 50 * time.Minute, series: `
+		glance_operator_reconcile_errors_total{sub_reconciler="Database", condition_type="DatabaseReady", instance="a"} 0 14x16 15x17 16x17 17x10`},
+	{alert: "GlanceReconcileErrors", name: "a step failing every minute", fires: true, want: map[string]string{"sub_reconciler": "Database"}, at: 30 * time.Minute, series: `
 		glance_operator_reconcile_errors_total{sub_reconciler="Database", condition_type="DatabaseReady", instance="a"} 0+1x30`},
-	{alert: "GlanceReconcileErrors", name: "a burst that stopped", at: 25 * time.Minute, series: `
-		glance_operator_reconcile_errors_total{sub_reconciler="Database", condition_type="DatabaseReady", instance="a"} 0+1x5 5x25`},
+	{alert: "GlanceReconcileErrors", name: "one burst of retries that succeeded", at: 60 * time.Minute, series: `
+		glance_operator_reconcile_errors_total{sub_reconciler="Database", condition_type="DatabaseReady", instance="a"} 0 14x60`},
+	{alert: "GlanceReconcileErrors", name: "two bursts 40 minutes apart", at: 90 * time.Minute, series: `
+		glance_operator_reconcile_errors_total{sub_reconciler="Database", condition_type="DatabaseReady", instance="a"} 0 5x40 10x50`},
 
 	{alert: "GlanceSchemaJobFailed", name: "migrate failed", fires: true, want: map[string]string{"namespace": "openstack", "glance": "glance", "reason": "MigrateFailed"}, at: 2 * time.Minute, series: `
 		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DatabaseReady", status="False", reason="MigrateFailed"} 1x5`},
@@ -176,8 +182,11 @@ var alertCases = []alertCase{
 	{alert: "GlanceDBPurgeOverdue", name: "suspended: no interval", at: 40 * time.Minute, series: `
 		glance_operator_glance_created_timestamp_seconds{namespace="openstack", glance="glance"} 0x60`},
 
-	{alert: "GlanceDBPurgeFailed", name: "the newest run failed", fires: true, want: glanceLabels, at: 2 * time.Minute, series: `
-		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DBPurgeReady", status="False", reason="DBPurgeJobFailed"} 1x5`},
+	{alert: "GlanceDBPurgeFailed", name: "the newest run failed", fires: true, want: glanceLabels, at: 12 * time.Minute, series: `
+		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DBPurgeReady", status="False", reason="DBPurgeJobFailed"} 1x15`},
+	{alert: "GlanceDBPurgeFailed", name: "one pass that could not list the runs", at: 20 * time.Minute, series: `
+		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DBPurgeReady", status="False", reason="DBPurgeJobFailed"} _x5 1x2 _x13
+		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DBPurgeReady", status="True", reason="DBPurgeScheduled"} 1x5 _x2 1x13`},
 	{alert: "GlanceDBPurgeFailed", name: "scheduled", at: 2 * time.Minute, series: `
 		glance_operator_glance_condition{namespace="openstack", glance="glance", type="DBPurgeReady", status="True", reason="DBPurgeScheduled"} 1x5`},
 
@@ -231,13 +240,15 @@ var alertCases = []alertCase{
 	{alert: "GlanceWebhookSlow", name: "no reviews", at: 20 * time.Minute, series: `
 		glance_webhook_request_duration_seconds_bucket{` + validateGlance + `, verdict="allowed", le="+Inf"} 0x30`},
 
-	{alert: "GlanceWebhookCertificateExpiring", name: "expires in 3 days", fires: true, at: 20 * time.Minute, series: `
-		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", instance="10.0.0.2:8080"} 259200x30`},
-	{alert: "GlanceWebhookCertificateExpiring", name: "one replica still on the old certificate", fires: true, at: 20 * time.Minute, series: `
-		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", instance="10.0.0.2:8080"} 259200x30
-		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", instance="10.0.0.3:8080"} 7776000x30`},
+	{alert: "GlanceWebhookCertificateExpiring", name: "expires in 3 days", fires: true, want: map[string]string{"pod": "webhook-a"}, at: 20 * time.Minute, series: `
+		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", pod="webhook-a"} 259200x30`},
+	{alert: "GlanceWebhookCertificateExpiring", name: "one replica still on the old certificate", fires: true, want: map[string]string{"pod": "webhook-a"}, at: 20 * time.Minute, series: `
+		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", pod="webhook-a"} 259200x30
+		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", pod="webhook-b"} 7776000x30`},
 	{alert: "GlanceWebhookCertificateExpiring", name: "expires in 90 days", at: 20 * time.Minute, series: `
-		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", instance="10.0.0.2:8080"} 7776000x30`},
+		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", pod="webhook-a"} 7776000x30`},
+	{alert: "GlanceWebhookCertificateExpiring", name: "no certificate loaded yet", at: 20 * time.Minute, series: `
+		glance_webhook_serving_certificate_expiry_timestamp_seconds{job="$WEBHOOK_JOB", pod="webhook-a"} 0x30`},
 }
 
 // TestAlerts evaluates each alert of the chart over each case's history
@@ -262,9 +273,12 @@ func TestAlerts(t *testing.T) {
 				t.Fatalf("the chart has no alert %s", c.alert)
 			}
 			c.series = jobNames.Replace(c.series)
-			firing := evaluate(t, a, c)
+			firing, firedAt := evaluate(t, a, c)
 			if c.fires != (len(firing) > 0) {
 				t.Fatalf("fires = %v at %v, want %v\nexpr: %s", len(firing) > 0, c.at, c.fires, a.Expr)
+			}
+			if !c.fires && firedAt >= 0 {
+				t.Fatalf("fired at %v, want it quiet throughout\nexpr: %s", firedAt, a.Expr)
 			}
 			for _, f := range firing {
 				for k, v := range c.want {
@@ -283,8 +297,9 @@ func TestAlerts(t *testing.T) {
 }
 
 // evaluate loads the case's series and runs the alert every step from 0 to
-// c.at, returning the alerts firing after the last evaluation.
-func evaluate(t *testing.T, a alertRule, c alertCase) []*rules.Alert {
+// c.at, returning the alerts firing after the last evaluation and when it
+// first fired (-1 if never).
+func evaluate(t *testing.T, a alertRule, c alertCase) ([]*rules.Alert, time.Duration) {
 	t.Helper()
 	load := "load 1m\n"
 	for _, line := range strings.Split(strings.TrimSpace(c.series), "\n") {
@@ -302,9 +317,13 @@ func evaluate(t *testing.T, a alertRule, c alertCase) []*rules.Alert {
 	}
 	rule := rules.NewAlertingRule(a.Alert, expr, hold, 0, labels.FromMap(a.Labels), labels.FromMap(a.Annotations), labels.EmptyLabels(), "", false, nil)
 	query := rules.EngineQueryFunc(engine, storage)
+	firedAt := time.Duration(-1)
 	for ts := time.Duration(0); ts <= c.at; ts += step {
 		if _, err := rule.Eval(context.Background(), 0, time.Unix(0, 0).Add(ts), query, nil, 0); err != nil {
 			t.Fatalf("evaluate %s at %v: %v", a.Alert, ts, err)
+		}
+		if firedAt < 0 && rule.State() == rules.StateFiring {
+			firedAt = ts
 		}
 	}
 	var firing []*rules.Alert
@@ -313,7 +332,7 @@ func evaluate(t *testing.T, a alertRule, c alertCase) []*rules.Alert {
 			firing = append(firing, al)
 		}
 	}
-	return firing
+	return firing, firedAt
 }
 
 // parseFor parses a rule's for, empty meaning none.
