@@ -93,8 +93,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.written.Forget(req.NamespacedName)
 			r.progress.Forget(req.NamespacedName)
-			// Here, not in finalize: a Glance deleted before it had a
-			// finalizer has series too (TrackGlance).
+			// Finalize drops them too, at once; this catches a Glance
+			// deleted before it had a finalizer, which has series too
+			// (TrackGlance).
 			r.Metrics.ForgetGlance(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -210,6 +211,7 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 	if err := r.Client.Patch(ctx, g, patch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
+	r.Metrics.ForgetGlance(g.Namespace, g.Name)
 	r.Probes.Forget(g.UID)
 	return ctrl.Result{}, nil
 }
