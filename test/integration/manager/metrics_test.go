@@ -78,4 +78,3 @@ func seriesIn(t *testing.T, namespace string, cs ...prometheus.Collector) int {
 	}
 	return n
 }
-
