@@ -89,7 +89,8 @@ func (s *GlanceState) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateListTimeout)
 	defer cancel()
 	var list v1alpha1.GlanceList
-	if err := s.reader.List(ctx, &list); err != nil {
+	// Read-only: the cache's objects are not copied for a scrape.
+	if err := s.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(s.info, err)
 		return
 	}
@@ -103,7 +104,7 @@ func (s *GlanceState) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.info, prometheus.GaugeValue, 1, g.Namespace, g.Name,
 			g.Status.InstalledRelease, g.Status.TargetRelease, string(g.Status.UpgradePhase), string(release.LaunchModeOf(g.Spec.OpenStackRelease)))
 		ch <- prometheus.MustNewConstMetric(s.created, prometheus.GaugeValue, float64(g.CreationTimestamp.Unix()), g.Namespace, g.Name)
-		if schedule, suspended, err := render.DBPurgeSchedule(g); err == nil && !suspended {
+		if schedule, suspended := render.DBPurgeSchedule(g); !suspended {
 			if interval, ok := s.intervals.of(schedule); ok {
 				ch <- prometheus.MustNewConstMetric(s.purgeInterval, prometheus.GaugeValue, interval.Seconds(), g.Namespace, g.Name)
 			}

@@ -119,12 +119,13 @@ type resolvedDBPurge struct {
 	failedJobsHistoryLimit     int32
 }
 
-func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
+// dbPurgeDefaulted is spec.dbPurge with every default applied, unchecked.
+func dbPurgeDefaulted(g *v1alpha1.Glance) resolvedDBPurge {
 	p := g.Spec.DBPurge
 	if p == nil {
 		p = &v1alpha1.DBPurgeSpec{}
 	}
-	r := resolvedDBPurge{
+	return resolvedDBPurge{
 		schedule:                   cmp.Or(p.Schedule, v1alpha1.DefaultDBPurgeSchedule),
 		suspend:                    ptr.Deref(p.Suspend, v1alpha1.DefaultDBPurgeSuspend),
 		ageInDays:                  ptr.Deref(p.AgeInDays, v1alpha1.DefaultDBPurgeAgeInDays),
@@ -133,6 +134,10 @@ func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
 		successfulJobsHistoryLimit: ptr.Deref(p.SuccessfulJobsHistoryLimit, v1alpha1.DefaultDBPurgeSuccessfulJobsLimit),
 		failedJobsHistoryLimit:     ptr.Deref(p.FailedJobsHistoryLimit, v1alpha1.DefaultDBPurgeFailedJobsLimit),
 	}
+}
+
+func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
+	r := dbPurgeDefaulted(g)
 	// The API server parses schedules with the same library; checking here
 	// turns a rejected apply into a message naming the field.
 	if _, err := cron.ParseStandard(r.schedule); err != nil {
@@ -154,12 +159,12 @@ func resolveDBPurge(g *v1alpha1.Glance) (resolvedDBPurge, error) {
 	return r, nil
 }
 
-// DBPurgeSchedule is the resolved spec.dbPurge schedule and whether the
-// purge is suspended; err names the field of a spec.dbPurge that does not
-// resolve.
-func DBPurgeSchedule(g *v1alpha1.Glance) (schedule string, suspended bool, err error) {
-	r, err := resolveDBPurge(g)
-	return r.schedule, r.suspend, err
+// DBPurgeSchedule is spec.dbPurge's schedule, defaulted and unparsed, and
+// whether the purge is suspended: the state metrics read it at every scrape
+// and parse each distinct schedule once.
+func DBPurgeSchedule(g *v1alpha1.Glance) (schedule string, suspended bool) {
+	r := dbPurgeDefaulted(g)
+	return r.schedule, r.suspend
 }
 
 // DBPurgeCronJob is the CronJob {name}-db-purge running glance-manage db
