@@ -35,7 +35,7 @@ test: control-plane conformance-root verify-generated vet ## Run every suite: re
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
 # the conformance root, or root to make a test host, and the tests that need
 # one in packages that also hold unit tests: test-unit runs all the others.
-CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/testhost
+CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/testhost test/realnode test/realnode/%
 CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestBackendLookupsUnderLoad|TestTwoClustersSideBySide|TestCertManager|TestBenchScaleSmoke)$$
 UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell $(GO) list -f '{{.Dir}}' ./...)))
 
@@ -116,16 +116,21 @@ images: ## Build the OCI image archives of both binaries into bin/images/ (no Do
 	$(GO) run ./hack/images -go=$(GO) -out bin/images
 
 .PHONY: control-plane
-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok (once).
+control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once).
 	hack/build-control-plane.sh all
+	hack/build-control-plane.sh node
 
 .PHONY: conformance-root
 conformance-root: ## Build the Debian trixie root with Glance for the conformance suite (once; root + debootstrap).
 	hack/conformance/build-root.sh
 
+# NODE=real runs a real node (kubelet, containerd, kube-proxy, CoreDNS; root)
+# instead of kwok's fake ones.
+NODE ?= kwok
+
 .PHONY: cluster
-cluster: control-plane localcluster ## Start a full local cluster with all CRDs (no sample) until Ctrl-C.
-	exec bin/localcluster -mode=cluster -operator=false -dir=$(RUN_DIR)/cluster
+cluster: control-plane localcluster ## Start a full local cluster with all CRDs (no sample) until Ctrl-C; NODE=real for a real node.
+	exec bin/localcluster -mode=cluster -operator=false -node=$(NODE) -dir=$(RUN_DIR)/cluster
 
 .PHONY: apiserver
 apiserver: control-plane localcluster ## Start etcd + kube-apiserver with all CRDs until Ctrl-C.

@@ -2,7 +2,8 @@
 # Builds the local control-plane binaries (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, and cert-manager's
 # controller + cainjector as one binary) from the Go module proxy into
-# bin/k8s/<version>/ and writes the kwok stages next to them.
+# bin/k8s/<version>/ and writes the kwok stages next to them; and, for the
+# real node, kubelet, kube-proxy and CoreDNS.
 #
 # A stamp records what was built from which inputs; a second run with the same
 # inputs does nothing.
@@ -10,6 +11,7 @@
 #   hack/build-control-plane.sh               all seven binaries (e2e, make run)
 #   hack/build-control-plane.sh envtest       etcd + kube-apiserver + kubectl only
 #   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
+#   hack/build-control-plane.sh node          kubelet, kube-proxy and coredns (the real node)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +24,8 @@ case "$set_name" in
   envtest) wanted=(etcd kube-apiserver kubectl) ;;
   all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok cert-manager) ;;
   cert-manager) wanted=(cert-manager) ;;
-  *) echo "usage: $0 [all|envtest|cert-manager]" >&2; exit 2 ;;
+  node) wanted=(kubelet kube-proxy coredns) ;;
+  *) echo "usage: $0 [all|envtest|cert-manager|node]" >&2; exit 2 ;;
 esac
 
 major=${k8s_version#v}; major=${major%%.*}
@@ -43,8 +46,16 @@ cm_dir="$root/hack/tools/cert-manager"
 cm_ldflags="-s -w"
 cm_digest=$( { echo "cert-manager $cm_ldflags"; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go; } | sha256sum | cut -c1-16)
 
+# CoreDNS, likewise: its module and the plugin list in its main.go.
+dns_dir="$root/hack/tools/coredns"
+dns_digest=$( { echo "coredns -s -w"; cat "$dns_dir"/go.mod "$dns_dir"/go.sum "$dns_dir"/*.go; } | sha256sum | cut -c1-16)
+
 digest() { # name -> the digest of the inputs it is built from
-  if [ "$1" = cert-manager ]; then echo "$cm_digest"; else echo "$inputs_digest"; fi
+  case "$1" in
+    cert-manager) echo "$cm_digest" ;;
+    coredns) echo "$dns_digest" ;;
+    *) echo "$inputs_digest" ;;
+  esac
 }
 built() { # name -> 0 when the binary exists and was built from these inputs
   [ -x "$out/$1" ] && [ "$(cat "$out/.stamp-$1" 2>/dev/null)" = "$(digest "$1")" ]
@@ -63,7 +74,7 @@ echo "control plane $k8s_version: building ${missing[*]:-stages} into ${out#$roo
 k8s_pkgs=()
 for b in "${missing[@]}"; do
   case "$b" in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) k8s_pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) k8s_pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
   esac
 done
 if [ ${#k8s_pkgs[@]} -gt 0 ]; then
@@ -82,6 +93,10 @@ for b in "${missing[@]}"; do
     cert-manager)
       (cd "$cm_dir" && go build -trimpath -ldflags "$cm_ldflags" -o "$out/cert-manager" .)
       stamp cert-manager ;;
+    coredns)
+      # Static: it runs as a pod from an image with no libc.
+      (cd "$dns_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/coredns" .)
+      stamp coredns ;;
   esac
 done
 
@@ -100,6 +115,9 @@ if [ "$set_name" = all ]; then
   mv "$tmp" "$out/kwok-stages.yaml"
 fi
 
-if [ "$set_name" != cert-manager ]; then "$out/kube-apiserver" --version; fi
+case "$set_name" in
+  all|envtest) "$out/kube-apiserver" --version ;;
+  node) "$out/kubelet" --version ;;
+esac
 if [[ " ${wanted[*]} " == *" cert-manager "* ]]; then echo "cert-manager $("$out/cert-manager" --version)"; fi
 echo "control plane $k8s_version: ready in ${out#$root/}"

@@ -67,6 +67,7 @@ const progressInterval = 5 * time.Second
 // options are the command line.
 type options struct {
 	mode, dir     string
+	node          string
 	nodes         int
 	withOperator  bool
 	readyTimeout  time.Duration
@@ -79,6 +80,7 @@ func parseFlags() options {
 	flag.StringVar(&o.mode, "mode", "cluster", "cluster (full local cluster with kwok nodes) or apiserver (etcd + kube-apiserver only)")
 	flag.StringVar(&o.dir, "dir", ".run/cluster", "state directory: certificates, kubeconfig, logs, PIDs")
 	flag.IntVar(&o.nodes, "nodes", 2, "kwok fake nodes (cluster mode)")
+	flag.StringVar(&o.node, "node", "kwok", "cluster mode: kwok (fake nodes) or real (a kubelet on containerd, kube-proxy and CoreDNS; needs root)")
 	flag.BoolVar(&o.withOperator, "operator", true, "cluster mode: run glance-operator, glance-webhook and the stand-ins, and wait for the applied Glances to turn Ready (false: the bare cluster)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "cluster mode: how long the applied Glances may take to turn Ready")
 	flag.Var(&o.apply, "apply", "manifest to server-side apply once the cluster is up (repeatable)")
@@ -118,6 +120,12 @@ func run(ctx context.Context, o options) error {
 		// check reports a crashed operator or webhook while waiting.
 		check = func() error { return nil }
 	)
+	if o.node != "kwok" && o.node != "real" {
+		return fmt.Errorf("unknown -node %q: want kwok or real", o.node)
+	}
+	if o.node == "real" && (o.mode != "cluster" || o.withOperator) {
+		return errors.New("-node=real runs the bare cluster for now: use -mode=cluster -operator=false (make cluster NODE=real)")
+	}
 	switch {
 	case o.mode == "cluster" && o.withOperator:
 		s, err := stack.Start(ctx, stack.Options{Dir: absDir, Nodes: o.nodes, KwokStages: o.stages, Progress: os.Stdout})
@@ -127,10 +135,17 @@ func run(ctx context.Context, o options) error {
 		cfg, kubeconfig, stopFn, check = s.Config, s.Kubeconfig, s.Stop, s.Check
 		fmt.Println("running: glance-operator, glance-webhook (registered with the API server), and stand-ins for mariadb-operator, External Secrets and a Gateway controller")
 	case o.mode == "cluster":
-		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
-		c, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: absDir, Nodes: o.nodes, CRDs: controlplane.AllCRDs, KwokStages: o.stages})
+		nodes := "kwok"
+		if o.node == "real" {
+			nodes = "a real node (containerd, kubelet, kube-proxy, CoreDNS)"
+		}
+		fmt.Printf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and %s ...\n", nodes)
+		c, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: absDir, Nodes: o.nodes, CRDs: controlplane.AllCRDs, KwokStages: o.stages, RealNode: o.node == "real"})
 		if err != nil {
 			return err
+		}
+		if c.Registry != nil {
+			fmt.Printf("image registry: %s (containerd pulls from it)\n", c.Registry.Host)
 		}
 		cfg, kubeconfig, stopFn = c.Config, c.Kubeconfig, c.Stop
 	case o.mode == "apiserver":

@@ -31,6 +31,13 @@ type ClusterOptions struct {
 	Dir string
 	// Nodes is the number of kwok fake nodes; 0 means 2.
 	Nodes int
+	// RealNode runs one real node instead of kwok's: a kubelet on
+	// containerd and runc, the bridge CNI, kube-proxy (nftables) and
+	// CoreDNS, with images from a registry on loopback (Cluster.Registry).
+	// kube-apiserver listens on NodeIP, where pods reach it. It needs root
+	// and the Debian packages checkNodeHost names; one real node runs on a
+	// machine at a time, and a later one waits for it.
+	RealNode bool
 	// CRDs to install before StartCluster returns.
 	CRDs CRDs
 	// KwokStages are extra kwok Stage files, applied after the default
@@ -72,8 +79,12 @@ type Cluster struct {
 	// ClusterOptions.AuditUsers asked for one; empty otherwise.
 	AuditLog string
 
-	procs   []*process
-	tempDir bool
+	// Registry serves the real node's images (ClusterOptions.RealNode).
+	Registry *Registry
+
+	procs      []*process
+	tempDir    bool
+	unlockHost func()
 	// bin and apiServerArgs start kube-apiserver again after StopAPIServer.
 	bin           string
 	apiServerArgs []string
@@ -84,18 +95,25 @@ type Cluster struct {
 const FakeNodeAnnotation = "kwok.x-k8s.io/node"
 
 // StartCluster starts a full local cluster on free loopback ports. Two
-// clusters can run side by side. On error everything started is stopped.
+// kwok clusters can run side by side. On error everything started is
+// stopped.
 func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
-	binaries := ClusterBinaries
+	binaries := slices.Clone(ClusterBinaries)
 	if opts.CertManager {
-		binaries = append(slices.Clone(binaries), "cert-manager")
+		binaries = append(binaries, "cert-manager")
+	}
+	if opts.RealNode {
+		binaries = append(slices.DeleteFunc(binaries, func(b string) bool { return b == "kwok" }), NodeBinaries...)
+		if err := checkNodeHost(); err != nil {
+			return nil, err
+		}
 	}
 	bin, err := BinDir(binaries...)
 	if err != nil {
 		return nil, err
 	}
 	stages := filepath.Join(bin, "kwok-stages.yaml")
-	if _, err := os.Stat(stages); err != nil {
+	if _, err := os.Stat(stages); err != nil && !opts.RealNode {
 		return nil, fmt.Errorf("%w: kwok stages %s; run `make control-plane`", ErrBinariesMissing, stages)
 	}
 	c := &Cluster{Dir: opts.Dir}
@@ -118,7 +136,29 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	// The API server's address: loopback, or the real node's address,
+	// which pods reach and the kubernetes Service's endpoint may be.
+	apiHost := "127.0.0.1"
+	var pauseImage, corednsImage string
+	if opts.RealNode {
+		apiHost = NodeIP
+		if c.unlockHost, err = lockHost(ctx); err != nil {
+			return nil, err
+		}
+		if err := prepareHost(c.Dir, c.containerdSocket()); err != nil {
+			return nil, err
+		}
+		if c.Registry, err = startRegistry(filepath.Join(c.Dir, "registry")); err != nil {
+			return nil, err
+		}
+		if pauseImage, corednsImage, err = nodeImages(ctx, c.Dir, bin, c.Registry); err != nil {
+			return nil, err
+		}
+		if err := c.startContainerd(ctx, pauseImage); err != nil {
+			return nil, err
+		}
+	}
+	server := "https://" + apiHost + ":" + strconv.Itoa(apiPort)
 
 	pk, err := newPKI(filepath.Join(c.Dir, "pki"))
 	if err != nil {
@@ -133,7 +173,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		hosts   []string
 	}
 	identities := []identity{
-		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
+		{"apiserver", pkix.Name{CommonName: "kube-apiserver"}, []string{apiHost, "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{"admin", pkix.Name{CommonName: "admin", Organization: []string{"system:masters"}}, nil},
 		{"kube-controller-manager", pkix.Name{CommonName: "system:kube-controller-manager"}, nil},
 		{"kube-scheduler", pkix.Name{CommonName: "system:kube-scheduler"}, nil},
@@ -172,11 +212,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	c.bin = bin
 	c.apiServerArgs = []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		// With a loopback advertise address the default lease reconciler
-		// refuses to publish the kubernetes Service endpoints.
-		"--endpoint-reconciler-type=none",
+		"--bind-address=" + apiHost,
+		"--advertise-address=" + apiHost,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver"),
 		"--tls-cert-file=" + pk.path("apiserver.crt"),
@@ -185,14 +222,34 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		"--service-account-key-file=" + pk.path("sa.pub"),
 		"--service-account-signing-key-file=" + pk.path("sa.key"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
-		// No kube-proxy routes ClusterIPs here: the API server dials a
-		// webhook Service through its EndpointSlices instead.
-		"--enable-aggregator-routing=true",
 		// Without it a stop waits a minute for the clients' open watches.
 		"--shutdown-watch-termination-grace-period=5s",
+	}
+	if opts.RealNode {
+		if err := pk.issue("apiserver-kubelet-client", pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}}); err != nil {
+			return nil, err
+		}
+		c.apiServerArgs = append(c.apiServerArgs,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+pk.path("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+pk.path("apiserver-kubelet-client.key"),
+			// The node's name resolves nowhere; its address does.
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+		)
+	} else {
+		c.apiServerArgs = append(c.apiServerArgs,
+			"--authorization-mode=RBAC",
+			// With a loopback advertise address the default lease
+			// reconciler refuses to publish the kubernetes Service
+			// endpoints.
+			"--endpoint-reconciler-type=none",
+			// No kube-proxy routes ClusterIPs here: the API server dials a
+			// webhook Service through its EndpointSlices instead.
+			"--enable-aggregator-routing=true",
+		)
 	}
 	if len(opts.AuditUsers) > 0 {
 		args, log, err := auditArgs(c.Dir, opts.AuditUsers)
@@ -250,6 +307,13 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		}
 	}
 
+	if opts.RealNode {
+		if err := c.startNode(ctx, bin, pk, server, cs, corednsImage); err != nil {
+			return nil, err
+		}
+		return c, c.finishCluster(ctx, cs, opts, bin)
+	}
+
 	kwokArgs := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--manage-all-nodes=false",
@@ -273,13 +337,19 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err := c.createNodes(ctx, cs, nodes); err != nil {
 		return nil, err
 	}
+	return c, c.finishCluster(ctx, cs, opts, bin)
+}
+
+// finishCluster waits for the default ServiceAccount, installs the CRDs
+// and starts cert-manager when asked.
+func (c *Cluster) finishCluster(ctx context.Context, cs kubernetes.Interface, opts ClusterOptions, bin string) error {
 	// Pods need the default ServiceAccount, which the controller manager
 	// creates shortly after start.
 	if err := c.poll(ctx, "default ServiceAccount", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
 
 	crds := opts.CRDs
@@ -288,19 +358,17 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	paths, err := crds.Paths()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(paths) > 0 {
 		if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
-			return nil, fmt.Errorf("install CRDs: %w", err)
+			return fmt.Errorf("install CRDs: %w", err)
 		}
 	}
 	if opts.CertManager {
-		if err := c.startCertManager(ctx, bin); err != nil {
-			return nil, err
-		}
+		return c.startCertManager(ctx, bin)
 	}
-	return c, nil
+	return nil
 }
 
 // startCertManager starts cert-manager (controller and cainjector) and waits
@@ -472,6 +540,9 @@ func (c *Cluster) Stop() error {
 	c.procs = nil
 	if err := os.Remove(filepath.Join(c.Dir, pidFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
+	}
+	if c.unlockHost != nil {
+		errs = append(errs, c.stopNode())
 	}
 	if c.tempDir {
 		if err := os.RemoveAll(c.Dir); err != nil {

@@ -116,11 +116,12 @@ func appendPID(dir, name string, pid int) error {
 }
 
 // StopRecorded stops the processes a cluster recorded in <dir>/pids, newest
-// first: the clean-up for a cluster whose owner died without stopping it.
+// first, and puts back what its real node changed on the machine: the
+// clean-up for a cluster whose owner died without stopping it.
 func StopRecorded(dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, pidFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return cleanupHostOf(dir)
 	}
 	if err != nil {
 		return err
@@ -151,6 +152,8 @@ func StopRecorded(dir string) error {
 	if err := os.Remove(filepath.Join(dir, pidFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	// A real node's pods, mounts and network outlive its processes.
+	errs = append(errs, cleanupHostOf(dir))
 	return errors.Join(errs...)
 }
 

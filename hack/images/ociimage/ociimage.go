@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -203,4 +204,32 @@ func commandError(err error) error {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(exit.Stderr)))
 	}
 	return err
+}
+
+// WriteBinaryArchive writes the image of a static binary built elsewhere,
+// laid out as Build lays out the product's: the binary at /name as the
+// entrypoint, the CA bundle and the user database, running as nonroot. The
+// test suites ship their own helpers (a pause container, cluster DNS, probe
+// clients) in such images. It returns the manifest's digest.
+func WriteBinaryArchive(path, name, binary, ref, arch string, created time.Time) (v1.Hash, error) {
+	if err := checkStatic(binary); err != nil {
+		return v1.Hash{}, err
+	}
+	ca, err := readCABundle(CABundle)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	layer, err := newLayer(name, binary, ca, created)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("%s: %w", name, err)
+	}
+	src := source{Tag: ref[strings.LastIndex(ref, ":")+1:], Revision: "prebuilt", Created: created}
+	l, err := newLayout(Image{Name: name, Package: filepath.Base(binary)}, ref, arch, src, layer)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := l.writeArchive(path, created); err != nil {
+		return v1.Hash{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return l.digest, nil
 }

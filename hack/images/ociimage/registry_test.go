@@ -1,13 +1,9 @@
 package ociimage
 
 import (
-	"bytes"
-	"fmt"
 	"io"
 	"log"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -20,15 +16,12 @@ import (
 // installing the chart, pulls it back and checks the digest survives. The
 // image is read with go-containerregistry's layout package, as
 // `crane push DIR` reads it.
-//
-// The client speaks the OCI distribution API itself: go-containerregistry's
-// remote and crane packages import github.com/docker/cli, which go.sum does
-// not hold.
 func TestPushPull(t *testing.T) {
 	results := builtImages(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
-	reg := distribution{base: srv.URL, client: srv.Client()}
+	reg := Distribution{Base: srv.URL, Client: srv.Client()}
+	ctx := t.Context()
 
 	for i, img := range Images {
 		t.Run(img.Name, func(t *testing.T) {
@@ -46,7 +39,7 @@ func TestPushPull(t *testing.T) {
 				t.Fatal(err)
 			}
 			for digest, b := range blobs {
-				if err := reg.pushBlob(repo, digest, b); err != nil {
+				if err := reg.PushBlob(ctx, repo, digest, b); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -58,7 +51,7 @@ func TestPushPull(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pushed, err := reg.put(srv.URL+"/v2/"+repo+"/manifests/"+tag, string(mt), manifest)
+			pushed, err := reg.Put(ctx, srv.URL+"/v2/"+repo+"/manifests/"+tag, string(mt), manifest)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +59,7 @@ func TestPushPull(t *testing.T) {
 				t.Errorf("the registry stored the manifest as %s, want %s", pushed, r.Digest)
 			}
 
-			pulled, header, err := reg.get(repo, "manifests/"+tag, string(types.OCIManifestSchema1))
+			pulled, header, err := reg.Get(ctx, repo, "manifests/"+tag, string(types.OCIManifestSchema1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +67,7 @@ func TestPushPull(t *testing.T) {
 				t.Errorf("pulled %s:%s has digest %s (header %q), want %s", repo, tag, got, header, r.Digest)
 			}
 			for digest := range blobs {
-				b, _, err := reg.get(repo, "blobs/"+digest.String(), "")
+				b, _, err := reg.Get(ctx, repo, "blobs/"+digest.String(), "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -114,77 +107,4 @@ func imageBlobs(img v1.Image) (map[v1.Hash][]byte, error) {
 		blobs[d] = b
 	}
 	return blobs, nil
-}
-
-// distribution is a minimal client of the OCI distribution API: monolithic
-// blob uploads, manifest puts and gets.
-type distribution struct {
-	base   string
-	client *http.Client
-}
-
-func (d distribution) pushBlob(repo string, digest v1.Hash, b []byte) error {
-	resp, err := d.client.Post(d.base+"/v2/"+repo+"/blobs/uploads/", "", nil)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("starting the upload of %s: %s", digest, resp.Status)
-	}
-	loc, err := url.Parse(d.base)
-	if err != nil {
-		return err
-	}
-	if loc, err = loc.Parse(resp.Header.Get("Location")); err != nil {
-		return fmt.Errorf("upload location: %w", err)
-	}
-	q := loc.Query()
-	q.Set("digest", digest.String())
-	loc.RawQuery = q.Encode()
-	_, err = d.put(loc.String(), "application/octet-stream", b)
-	return err
-}
-
-// put uploads b and returns the digest the registry reports.
-func (d distribution) put(u, contentType string, b []byte) (string, error) {
-	req, err := http.NewRequest(http.MethodPut, u, bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", contentType)
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		body, _ := io.ReadAll(resp.Body)
-		return "", fmt.Errorf("PUT %s: %s %s", u, resp.Status, body)
-	}
-	return resp.Header.Get("Docker-Content-Digest"), nil
-}
-
-// get fetches /v2/REPO/PATH and returns the body and its reported digest.
-func (d distribution) get(repo, path, accept string) ([]byte, string, error) {
-	req, err := http.NewRequest(http.MethodGet, d.base+"/v2/"+repo+"/"+path, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("GET %s: %s %s", path, resp.Status, b)
-	}
-	return b, resp.Header.Get("Docker-Content-Digest"), nil
 }

@@ -1,0 +1,419 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/c5c3/glance-operator/hack/images/ociimage"
+)
+
+// NodeBinaries are what a real node needs beside ClusterBinaries (but
+// kwok): built by `make control-plane`.
+var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns"}
+
+// NodeHostTools are the Debian packages' programs a real node runs or
+// calls: `.ci/run` installs them.
+var NodeHostTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "nft", "ip", "iptables"}
+
+// cniPlugins are the CNI plugins the pod network uses (Debian package
+// containernetworking-plugins).
+const cniDir = "/usr/lib/cni"
+
+// checkNodeHost fails, naming the package, when a program of the node is
+// missing.
+func checkNodeHost() error {
+	var missing []string
+	for _, t := range NodeHostTools {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if _, err := os.Stat(filepath.Join(cniDir, p)); err != nil {
+			missing = append(missing, filepath.Join(cniDir, p))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s; install the Debian packages containerd, runc, containernetworking-plugins, nftables, iptables and iproute2 (.ci/run does)", ErrBinariesMissing, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// nodeImages builds the node's own images (the sandbox and CoreDNS) and
+// pushes them to the registry, returning their references by digest.
+func nodeImages(ctx context.Context, dir, bin string, reg *Registry) (pause, coredns string, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	images := filepath.Join(dir, "images")
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		return "", "", err
+	}
+	pauseBin := filepath.Join(images, "pause")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", pauseBin, "./test/controlplane/nodeimages/pause")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("build the pause binary: %w: %s", err, out)
+	}
+	push := func(name, binary, repo, tag string) (string, error) {
+		archive := filepath.Join(images, name+".oci.tar")
+		if _, err := ociimage.WriteBinaryArchive(archive, name, binary, repo+":"+tag, runtime.GOARCH, time.Unix(0, 0).UTC()); err != nil {
+			return "", err
+		}
+		return reg.Push(ctx, archive, repo, tag)
+	}
+	if pause, err = push("pause", pauseBin, "node/pause", "3.10"); err != nil {
+		return "", "", err
+	}
+	if coredns, err = push("coredns", filepath.Join(bin, "coredns"), "node/coredns", "v1.15.0"); err != nil {
+		return "", "", err
+	}
+	return pause, coredns, nil
+}
+
+// startContainerd writes containerd's configuration (its root, state and
+// socket under dir; runc; the bridge CNI; the loopback registry over plain
+// HTTP) and starts it.
+func (c *Cluster) startContainerd(ctx context.Context, pauseImage string) error {
+	base := filepath.Join(c.Dir, "containerd")
+	for _, d := range []string{base, filepath.Join(base, "cni")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	cni := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "glance-node", "plugins": [
+  {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": %q, "routes": [{"dst": "0.0.0.0/0"}],
+            "ranges": [[{"subnet": %q, "gateway": %q, "rangeStart": "10.88.1.1", "rangeEnd": "10.88.255.254"}]]}}
+]}
+`, nodeBridge, filepath.Join(base, "ipam"), PodCIDR, NodeIP)
+	if err := os.WriteFile(filepath.Join(base, "cni", "10-glance-node.conflist"), []byte(cni), 0o644); err != nil {
+		return err
+	}
+	// restrict_oom_score_adj: this machine withholds CAP_SYS_RESOURCE, so
+	// runc cannot lower a sandbox's oom_score_adj and every sandbox would
+	// fail ("can't get final child's PID from pipe"). runc, not crun: crun
+	// refuses the hybrid cgroup hierarchy. The netns mounts live under the
+	// state directory, so a cleanup finds them there.
+	config := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = %[3]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[5]q
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_cdi = false
+  netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[6]q
+    conf_dir = %[7]q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "runc"
+        Root = %[8]q
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors.%[9]q]
+    endpoint = ["http://%[9]s"]
+`, filepath.Join(base, "root"), filepath.Join(base, "state"), c.containerdSocket(), filepath.Join(base, "opt"),
+		pauseImage, cniDir, filepath.Join(base, "cni"), filepath.Join(base, "runc"), c.Registry.Host)
+	configPath := filepath.Join(base, "config.toml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		return err
+	}
+	containerd, err := exec.LookPath("containerd")
+	if err != nil {
+		return err
+	}
+	p, err := startProcess(c.Dir, "containerd", containerd, "--config", configPath)
+	if p != nil {
+		c.procs = append(c.procs, p)
+	}
+	if err != nil {
+		return err
+	}
+	return c.poll(ctx, "containerd's socket", func(context.Context) (bool, error) {
+		_, err := os.Stat(c.containerdSocket())
+		return err == nil, nil
+	})
+}
+
+func (c *Cluster) containerdSocket() string {
+	return filepath.Join(c.Dir, "containerd", "containerd.sock")
+}
+
+// startNode starts the kubelet on containerd and kube-proxy in nftables
+// mode, waits for the Node to be Ready, and deploys CoreDNS.
+func (c *Cluster) startNode(ctx context.Context, bin string, pk *pki, server string, cs kubernetes.Interface, corednsImage string) error {
+	kubeletID := pkix.Name{CommonName: "system:node:" + NodeName, Organization: []string{"system:nodes"}}
+	if err := pk.issue("kubelet", kubeletID); err != nil {
+		return err
+	}
+	if err := pk.issue("kube-proxy", pkix.Name{CommonName: "system:kube-proxy"}); err != nil {
+		return err
+	}
+	for _, name := range []string{"kubelet", "kube-proxy"} {
+		if err := pk.kubeconfig(filepath.Join(c.Dir, name+".kubeconfig"), server, name); err != nil {
+			return err
+		}
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	kubeletPort, kubeletHealth, proxyHealth, proxyMetrics := ports[0], ports[1], ports[2], ports[3]
+
+	// The kubelet authenticates kube-apiserver by its client certificate
+	// and asks it whether a request is allowed, as on any node. No host
+	// resolv.conf: the pods' DNS is the cluster's, which answers
+	// cluster.local alone. The eviction thresholds are low, so the node
+	// evicts for a pod's own limits (an emptyDir over its sizeLimit), not
+	// for this machine's disk.
+	kubeletConfig := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://%[1]s
+address: %[2]s
+port: %[3]d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %[4]d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %[5]s}
+authorization: {mode: Webhook}
+clusterDomain: %[6]s
+clusterDNS: [%[7]s]
+resolvConf: ""
+failSwapOn: false
+serializeImagePulls: false
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+evictionPressureTransitionPeriod: 10s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+syncFrequency: 10s
+fileCheckFrequency: 10s
+`, c.containerdSocket(), NodeIP, kubeletPort, kubeletHealth, pk.path("ca.crt"), ClusterDomain, ClusterDNSIP)
+	kubeletConfigPath := filepath.Join(c.Dir, "kubelet.yaml")
+	if err := os.WriteFile(kubeletConfigPath, []byte(kubeletConfig), 0o644); err != nil {
+		return err
+	}
+	if err := c.start(bin, "kubelet",
+		"--config="+kubeletConfigPath,
+		"--kubeconfig="+filepath.Join(c.Dir, "kubelet.kubeconfig"),
+		"--root-dir="+filepath.Join(c.Dir, "kubelet"),
+		"--cert-dir="+filepath.Join(c.Dir, "kubelet", "pki"),
+		"--hostname-override="+NodeName,
+		"--node-ip="+NodeIP,
+		"--node-labels=topology.kubernetes.io/zone=zone-a",
+		"-v=2",
+	); err != nil {
+		return err
+	}
+	if err := c.poll(ctx, "the real node Ready", func(ctx context.Context) (bool, error) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return err
+	}
+
+	// nftables mode, Services on the node's address only, and no conntrack
+	// sysctls touched.
+	if err := c.start(bin, "kube-proxy",
+		"--kubeconfig="+filepath.Join(c.Dir, "kube-proxy.kubeconfig"),
+		"--proxy-mode=nftables",
+		"--hostname-override="+NodeName,
+		"--cluster-cidr="+PodCIDR,
+		"--nodeport-addresses="+NodeIP+"/32",
+		fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", proxyHealth),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", proxyMetrics),
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+	); err != nil {
+		return err
+	}
+	if err := c.waitHTTP(ctx, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", proxyHealth)); err != nil {
+		return err
+	}
+	return c.deployCoreDNS(ctx, cs, corednsImage)
+}
+
+// deployCoreDNS runs CoreDNS as a pod behind the kube-dns Service at
+// ClusterDNSIP. It answers cluster.local and the reverse zones from the API
+// and refuses every other name: it forwards nothing off the machine.
+func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, image string) error {
+	const ns, name = "kube-system", "coredns"
+	labels := map[string]string{"k8s-app": "kube-dns"}
+	corefile := fmt.Sprintf(`%s:1053 in-addr.arpa:1053 ip6.arpa:1053 {
+    errors
+    health :8080
+    ready :8181
+    kubernetes %s in-addr.arpa ip6.arpa {
+        pods insecure
+    }
+    cache 30
+    loadbalance
+}
+`, ClusterDomain, ClusterDomain)
+	objects := []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
+				Rules: []rbacv1.PolicyRule{
+					{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+					{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:coredns"},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Data:       map[string]string{"Corefile": corefile},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: labels},
+				Spec: corev1.ServiceSpec{
+					ClusterIP: ClusterDNSIP,
+					Selector:  labels,
+					Ports: []corev1.ServicePort{
+						{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(1053)},
+						{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(1053)},
+					},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: ptr.To[int32](1),
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{
+							ServiceAccountName: name,
+							// Its own resolv.conf would point at itself.
+							DNSPolicy: corev1.DNSDefault,
+							SecurityContext: &corev1.PodSecurityContext{
+								RunAsNonRoot:   ptr.To(true),
+								SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+							},
+							Containers: []corev1.Container{{
+								Name:  name,
+								Image: image,
+								Args:  []string{"-conf", "/etc/coredns/Corefile"},
+								Ports: []corev1.ContainerPort{
+									{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
+									{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP},
+								},
+								ReadinessProbe: &corev1.Probe{
+									ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
+									PeriodSeconds: 2,
+								},
+								LivenessProbe: &corev1.Probe{
+									ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
+								},
+								SecurityContext: &corev1.SecurityContext{
+									AllowPrivilegeEscalation: ptr.To(false),
+									ReadOnlyRootFilesystem:   ptr.To(true),
+									Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+								},
+								VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+							}},
+							Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+								ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
+							}}},
+						},
+					},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, create := range objects {
+		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("deploy CoreDNS: %w", err)
+		}
+	}
+	return c.poll(ctx, "CoreDNS available", func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Status.AvailableReplicas >= 1, nil
+	})
+}
+
+// stopNode puts the machine back after the node's processes stopped.
+func (c *Cluster) stopNode() error {
+	var errs []error
+	if c.Registry != nil {
+		errs = append(errs, c.Registry.stop())
+		c.Registry = nil
+	}
+	errs = append(errs, CleanupHost())
+	if c.unlockHost != nil {
+		c.unlockHost()
+		c.unlockHost = nil
+	}
+	return errors.Join(errs...)
+}

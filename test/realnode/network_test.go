@@ -1,0 +1,131 @@
+package realnode
+
+import (
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/testhost"
+)
+
+// TestServicesAndClusterDNS: kube-proxy routes ClusterIPs from pods and
+// from the node's own network, and CoreDNS resolves Services by name and
+// answers nothing outside the cluster domain.
+func TestServicesAndClusterDNS(t *testing.T) {
+	ns := namespace(t)
+	ip := webServer(t, ns, "web")
+
+	cases := []struct {
+		name        string
+		args        []string
+		hostNetwork bool
+		succeed     bool
+		logHas      string
+	}{
+		{"by-clusterip", []string{"http", "-url", "http://" + ip + "/"}, false, true, "netprobe web"},
+		{"by-fqdn", []string{"http", "-url", "http://web." + ns + ".svc." + controlplane.ClusterDomain + "/"}, false, true, "netprobe web"},
+		{"by-short-name", []string{"http", "-url", "http://web/"}, false, true, "netprobe web"},
+		{"api-server-name", []string{"dns", "-name", "kubernetes.default.svc." + controlplane.ClusterDomain}, false, true, "[10.96.0.1]"},
+		{"host-network-by-name", []string{"http", "-url", "http://web." + ns + ".svc." + controlplane.ClusterDomain + "/"}, true, true, "netprobe web"},
+		// The cluster's DNS forwards nothing: a name outside it fails.
+		{"outside-name", []string{"dns", "-name", "example.com", "-timeout", "3s"}, false, false, "error:"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := probePod(tc.name, tc.args...)
+			if tc.hostNetwork {
+				pod.Spec.HostNetwork = true
+				pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+			}
+			phase, log := runPod(t, ns, pod)
+			if want := map[bool]corev1.PodPhase{true: corev1.PodSucceeded, false: corev1.PodFailed}[tc.succeed]; phase != want {
+				t.Errorf("pod %s, want %s; log:\n%s", phase, want, log)
+			}
+			if !strings.Contains(log, tc.logHas) {
+				t.Errorf("log lacks %q:\n%s", tc.logHas, log)
+			}
+		})
+	}
+}
+
+// TestNetworkGuard: no packet of a pod, a hostNetwork pod or to a Service
+// address leaves through another interface. The other interface is a test
+// host of the suite's own (a network namespace with a listener), so a
+// guard that failed would show as a connection, never as traffic off the
+// machine.
+func TestNetworkGuard(t *testing.T) {
+	host, err := testhost.New("glguard", netip.MustParsePrefix("10.244.252.0/30"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Close() })
+	if _, err := host.Listen(8080); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t)
+	hostPod := func(name string, args ...string) *corev1.Pod {
+		p := probePod(name, args...)
+		p.Spec.HostNetwork = true
+		return p
+	}
+
+	t.Run("unassigned-clusterip-stays-local", func(t *testing.T) {
+		// The service range is routed to the node's bridge, so the
+		// machine's default route never sees it.
+		phase, log := runPod(t, ns, hostPod("unassigned", "dial", "-addr", "10.96.255.253:80", "-timeout", "4s"))
+		if phase != corev1.PodFailed || !strings.Contains(log, "error:") {
+			t.Errorf("a hostNetwork pod reached an unassigned ClusterIP: %s\n%s", phase, log)
+		}
+	})
+
+	t.Run("output-towards-another-interface-dropped", func(t *testing.T) {
+		// A route that sends one service address out through the test
+		// host's link: the guard drops each SYN before it leaves, and the
+		// dial times out.
+		const addr = "10.96.255.252"
+		route := []string{"route", "add", addr + "/32", "dev", host.Name + "-h"}
+		if out, err := exec.Command("ip", route...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(route, " "), err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("ip", "route", "del", addr+"/32").Run() })
+		_, before, err := controlplane.GuardCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase, log := runPod(t, ns, hostPod("output", "dial", "-addr", addr+":8080", "-timeout", "4s"))
+		_, after, err := controlplane.GuardCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phase != corev1.PodFailed || strings.Contains(log, "connected") {
+			t.Errorf("a hostNetwork pod reached a service address through another interface: %s\n%s", phase, log)
+		}
+		if after <= before {
+			t.Errorf("the guard's output counter stayed at %d", after)
+		}
+		t.Logf("output guard dropped %d packets", after-before)
+	})
+
+	t.Run("pod-forwarding-dropped", func(t *testing.T) {
+		before, _, err := controlplane.GuardCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase, log := runPod(t, ns, probePod("forward", "dial", "-addr", host.Address.String()+":8080", "-timeout", "3s"))
+		after, _, err := controlplane.GuardCounters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if phase != corev1.PodFailed || strings.Contains(log, "connected") {
+			t.Errorf("a pod reached an address off its bridge: %s\n%s", phase, log)
+		}
+		if after <= before {
+			t.Errorf("the guard's forward counter stayed at %d", after)
+		}
+		t.Logf("forward guard dropped %d packets", after-before)
+	})
+}
