@@ -44,7 +44,7 @@ inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$root"/hack/
 # wiring in its *.go files.
 cm_dir="$root/hack/tools/cert-manager"
 cm_ldflags="-s -w"
-cm_digest=$( { echo "cert-manager $cm_ldflags"; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go; } | sha256sum | cut -c1-16)
+cm_digest=$( { echo "cert-manager static $cm_ldflags"; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go; } | sha256sum | cut -c1-16)
 
 # CoreDNS, likewise: its module and the plugin list in its main.go.
 dns_dir="$root/hack/tools/coredns"
@@ -91,7 +91,8 @@ for b in "${missing[@]}"; do
       GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
       stamp kwok ;;
     cert-manager)
-      (cd "$cm_dir" && go build -trimpath -ldflags "$cm_ldflags" -o "$out/cert-manager" .)
+      # Static: on the real node it runs as a pod from an image with no libc.
+      (cd "$cm_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$cm_ldflags" -o "$out/cert-manager" .)
       stamp cert-manager ;;
     coredns)
       # Static: it runs as a pod from an image with no libc.

@@ -48,7 +48,8 @@ type ClusterOptions struct {
 	// approver) and cainjector as one process (bin/k8s/<version>/cert-manager,
 	// built by `make control-plane`), under its own cluster-admin identity,
 	// once the CRDs are installed; StartCluster returns when its caches
-	// have synced. It implies CRDs.CertManager. ClusterIssuers read their
+	// have synced. On a real node it runs as a pod, its image from the
+	// registry. It implies CRDs.CertManager. ClusterIssuers read their
 	// Secrets from CertManagerClusterResourceNamespace.
 	CertManager bool
 	// AuditUsers, when set, give kube-apiserver an audit log
@@ -365,7 +366,10 @@ func (c *Cluster) finishCluster(ctx context.Context, cs kubernetes.Interface, op
 			return fmt.Errorf("install CRDs: %w", err)
 		}
 	}
-	if opts.CertManager {
+	switch {
+	case opts.CertManager && opts.RealNode:
+		return c.deployCertManager(ctx, cs, bin)
+	case opts.CertManager:
 		return c.startCertManager(ctx, bin)
 	}
 	return nil

@@ -8,9 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-
-	"github.com/c5c3/glance-operator/hack/images/ociimage"
 )
 
 // NodeBinaries are what a real node needs beside ClusterBinaries (but
@@ -59,32 +55,11 @@ func checkNodeHost() error {
 // nodeImages builds the node's own images (the sandbox and CoreDNS) and
 // pushes them to the registry, returning their references by digest.
 func nodeImages(ctx context.Context, dir, bin string, reg *Registry) (pause, coredns string, err error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", "", err
-	}
 	images := filepath.Join(dir, "images")
-	if err := os.MkdirAll(images, 0o755); err != nil {
+	if pause, err = reg.BuildAndPush(ctx, images, "pause", "./test/controlplane/nodeimages/pause", "node/pause", "3.10"); err != nil {
 		return "", "", err
 	}
-	pauseBin := filepath.Join(images, "pause")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", pauseBin, "./test/controlplane/nodeimages/pause")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("build the pause binary: %w: %s", err, out)
-	}
-	push := func(name, binary, repo, tag string) (string, error) {
-		archive := filepath.Join(images, name+".oci.tar")
-		if _, err := ociimage.WriteBinaryArchive(archive, name, binary, repo+":"+tag, runtime.GOARCH, time.Unix(0, 0).UTC()); err != nil {
-			return "", err
-		}
-		return reg.Push(ctx, archive, repo, tag)
-	}
-	if pause, err = push("pause", pauseBin, "node/pause", "3.10"); err != nil {
-		return "", "", err
-	}
-	if coredns, err = push("coredns", filepath.Join(bin, "coredns"), "node/coredns", "v1.15.0"); err != nil {
+	if coredns, err = reg.PushBinary(ctx, images, "coredns", filepath.Join(bin, "coredns"), "node/coredns", "v1.15.0"); err != nil {
 		return "", "", err
 	}
 	return pause, coredns, nil
@@ -395,6 +370,87 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
 		}
 	}
 	return c.poll(ctx, "CoreDNS available", func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Status.AvailableReplicas >= 1, nil
+	})
+}
+
+// deployCertManager runs cert-manager (controller and cainjector, the
+// binary `make control-plane` builds) as a pod of the real node, from the
+// registry. Its RBAC is cluster-admin: it is a dependency of the suites,
+// not the product, and its own chart is not what they test.
+func (c *Cluster) deployCertManager(ctx context.Context, cs kubernetes.Interface, bin string) error {
+	const ns, name = "cert-manager", "cert-manager"
+	image, err := c.Registry.PushBinary(ctx, filepath.Join(c.Dir, "images"), name, filepath.Join(bin, "cert-manager"), "cert-manager/cert-manager", CertManagerVersion)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	objects := []func() error{
+		func() error {
+			_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: ptr.To[int32](1),
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{
+							ServiceAccountName: name,
+							SecurityContext: &corev1.PodSecurityContext{
+								RunAsNonRoot:   ptr.To(true),
+								SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+							},
+							Containers: []corev1.Container{{
+								Name:  name,
+								Image: image,
+								Args: []string{
+									"--cluster-resource-namespace=" + CertManagerClusterResourceNamespace,
+									"--health-bind-address=:9403",
+									"-v=2",
+								},
+								ReadinessProbe: &corev1.Probe{
+									ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(9403)}},
+									PeriodSeconds: 2,
+								},
+								SecurityContext: &corev1.SecurityContext{
+									AllowPrivilegeEscalation: ptr.To(false),
+									ReadOnlyRootFilesystem:   ptr.To(true),
+									Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+								},
+							}},
+						},
+					},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, create := range objects {
+		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("deploy cert-manager: %w", err)
+		}
+	}
+	return c.poll(ctx, "cert-manager available", func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

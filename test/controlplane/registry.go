@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -63,6 +65,37 @@ func (r *Registry) Push(ctx context.Context, archive, repo, tag string) (string,
 		return "", fmt.Errorf("push %s to the registry as %s:%s: %w", filepath.Base(archive), repo, tag, err)
 	}
 	return r.Host + "/" + repo + "@" + digest.String(), nil
+}
+
+// PushBinary pushes the image of one static binary (the binary at /name,
+// as ociimage.WriteBinaryArchive lays it out) as repo:tag, its archive
+// written into dir, and returns the reference by digest.
+func (r *Registry) PushBinary(ctx context.Context, dir, name, binary, repo, tag string) (string, error) {
+	archive := filepath.Join(dir, name+".oci.tar")
+	if _, err := ociimage.WriteBinaryArchive(archive, name, binary, repo+":"+tag, runtime.GOARCH, time.Unix(0, 0).UTC()); err != nil {
+		return "", err
+	}
+	return r.Push(ctx, archive, repo, tag)
+}
+
+// BuildAndPush builds the static binary of a Go package of this module and
+// pushes its image (PushBinary).
+func (r *Registry) BuildAndPush(ctx context.Context, dir, name, pkg, repo, tag string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	binary := filepath.Join(dir, name)
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", binary, pkg)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w: %s", pkg, err, out)
+	}
+	return r.PushBinary(ctx, dir, name, binary, repo, tag)
 }
 
 func (r *Registry) stop() error {

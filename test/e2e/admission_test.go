@@ -14,6 +14,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // uwsgiOn2025 is a Glance on 2025.2 with uWSGI knobs, which do nothing
@@ -67,7 +68,7 @@ func TestAdmission(t *testing.T) {
 	// The Go client sees the same warning on an update. Only an update that
 	// changes the spec reaches the webhook (its match conditions), so this
 	// one changes the inert knob.
-	warnings := &warningRecorder{}
+	warnings := &operatortest.WarningRecorder{}
 	wcfg := rest.CopyConfig(stk.Config)
 	wcfg.WarningHandler = warnings
 	wcl, err := client.New(wcfg, client.Options{Scheme: cl.Scheme()})
@@ -86,8 +87,8 @@ func TestAdmission(t *testing.T) {
 		}
 		break
 	}
-	if !warnings.has(strings.TrimPrefix(warning, "Warning: ")) {
-		t.Errorf("the update returned warnings %q", warnings.texts)
+	if !warnings.Has(strings.TrimPrefix(warning, "Warning: ")) {
+		t.Errorf("the update returned warnings %q", warnings.Texts())
 	}
 
 	// A release skip is denied, naming the field, by kubectl and the client.
@@ -124,22 +125,4 @@ func TestAdmission(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.isDefault") {
 		t.Errorf("a second default backend: %v, want it denied naming spec.isDefault", err)
 	}
-}
-
-// warningRecorder collects the warnings the API server returns.
-type warningRecorder struct{ texts []string }
-
-func (w *warningRecorder) HandleWarningHeader(code int, _ string, text string) {
-	if code == 299 {
-		w.texts = append(w.texts, text)
-	}
-}
-
-func (w *warningRecorder) has(text string) bool {
-	for _, t := range w.texts {
-		if t == text {
-			return true
-		}
-	}
-	return false
 }

@@ -11,14 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/c5c3/glance-operator/hack/images/ociimage"
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
@@ -28,6 +28,8 @@ var (
 	cs      kubernetes.Interface
 	// netprobeImage is the suite's client and server, by digest.
 	netprobeImage string
+	// images are the chart's images, built by `make images`' builder.
+	images productImages
 	// startup is how long StartCluster took, for the report.
 	startup time.Duration
 )
@@ -36,6 +38,7 @@ var keep = flag.Bool("realnode.keep", false, "leave the cluster's directory (log
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(run(m))
 }
 
@@ -49,7 +52,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	start := time.Now()
-	cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: dir, RealNode: true})
+	// cert-manager runs as a pod; the chart installs the Glance CRDs, and
+	// the operator watches the external kinds it talks to.
+	crds := controlplane.AllCRDs
+	crds.Glance = false
+	cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: dir, RealNode: true, CertManager: true, CRDs: crds})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: start the real-node cluster:", err)
 		return 1
@@ -64,6 +71,10 @@ func run(m *testing.M) int {
 		}
 		if netprobeImage, err = pushNetprobe(ctx, dir); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			return 1
+		}
+		if images, err = pushProductImages(ctx, dir); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: the chart's images:", err)
 			return 1
 		}
 		return m.Run()
@@ -103,17 +114,7 @@ func run(m *testing.M) int {
 
 // pushNetprobe builds the netprobe command into an image and pushes it.
 func pushNetprobe(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "images", "netprobe")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, "./netprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build netprobe: %w: %s", err, out)
-	}
-	archive := bin + ".oci.tar"
-	if _, err := ociimage.WriteBinaryArchive(archive, "netprobe", bin, "test/netprobe:v1", runtime.GOARCH, time.Unix(0, 0).UTC()); err != nil {
-		return "", err
-	}
-	return cluster.Registry.Push(ctx, archive, "test/netprobe", "v1")
+	return cluster.Registry.BuildAndPush(ctx, filepath.Join(dir, "images"), "netprobe", "./test/realnode/netprobe", "test/netprobe", "v1")
 }
 
 // crashedRunCleansUp starts a real-node cluster with `localcluster`, kills

@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,14 +54,7 @@ const webhookHostName = "glance-stack"
 
 // helmConfiguration is the Helm SDK's client for the cluster, as the admin.
 func (s *Stack) helmConfiguration() (*action.Configuration, error) {
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = ptr.To(s.Kubeconfig)
-	flags.Namespace = ptr.To(OperatorNamespace)
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, OperatorNamespace, "secret", func(string, ...any) {}); err != nil {
-		return nil, fmt.Errorf("helm: %w", err)
-	}
-	return cfg, nil
+	return chart.Configuration(s.Kubeconfig, OperatorNamespace)
 }
 
 // helmAction is what each Helm action takes: the client and the chart.
@@ -78,22 +70,7 @@ func (s *Stack) helmAction() (*action.Configuration, *helmchart.Chart, error) {
 // InstallChart runs `helm install` of the chart with values as release
 // ReleaseName in OperatorNamespace.
 func (s *Stack) InstallChart(values map[string]any) (*release.Release, error) {
-	cfg, c, err := s.helmAction()
-	if err != nil {
-		return nil, err
-	}
-	install := action.NewInstall(cfg)
-	install.ReleaseName = chart.ReleaseName
-	install.Namespace = OperatorNamespace
-	install.Timeout = 2 * time.Minute
-	if values == nil {
-		values = map[string]any{}
-	}
-	rel, err := install.Run(c, values)
-	if err != nil {
-		return nil, fmt.Errorf("helm install: %w", err)
-	}
-	return rel, nil
+	return chart.InstallRelease(s.Kubeconfig, OperatorNamespace, values)
 }
 
 // installedDeployment returns the installed release's Deployment of a

@@ -190,7 +190,7 @@ func applyToCluster(ctx context.Context, t *testing.T, d check.Document) check.R
 		obj.SetResourceVersion(existing.GetResourceVersion())
 		err = cl.Update(ctx, obj, client.FieldValidation("Strict"))
 	}
-	r.Warnings = append(r.Warnings, rec.warnings...)
+	r.Warnings = append(r.Warnings, rec.Texts()...)
 	if err == nil {
 		r.Allowed = true
 		return r

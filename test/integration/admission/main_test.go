@@ -28,6 +28,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission/webhook"
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 var (
@@ -108,19 +109,10 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 	})
 }
 
-// warningRecorder collects the warnings the API server returns.
-type warningRecorder struct{ warnings []string }
-
-func (w *warningRecorder) HandleWarningHeader(code int, _ string, text string) {
-	if code == 299 {
-		w.warnings = append(w.warnings, text)
-	}
-}
-
 // newClient returns a client whose warnings land in the recorder.
-func newClient(t testing.TB) (client.Client, *warningRecorder) {
+func newClient(t testing.TB) (client.Client, *operatortest.WarningRecorder) {
 	t.Helper()
-	rec := &warningRecorder{}
+	rec := &operatortest.WarningRecorder{}
 	c := rest.CopyConfig(cfg)
 	c.WarningHandler = rec
 	cl, err := client.New(c, client.Options{Scheme: scheme})

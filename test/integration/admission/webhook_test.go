@@ -54,8 +54,8 @@ func TestWarningsReachTheClient(t *testing.T) {
 		"spec.apiServer.uwsgi has no effect on 2025.2: releases before 2026.1 run the eventlet glance-api server; use spec.apiServer.workers",
 		"spec.staging.unbounded: the staging and tasks-work volumes have no size limit; a large import can fill the node's disk, and the kubelet then evicts pods outside the PodDisruptionBudget",
 	}
-	if !slices.Equal(rec.warnings, want) {
-		t.Fatalf("warnings %q, want %q", rec.warnings, want)
+	if !slices.Equal(rec.Texts(), want) {
+		t.Fatalf("warnings %q, want %q", rec.Texts(), want)
 	}
 }
 
