@@ -5,7 +5,6 @@ package conformance
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -31,9 +30,6 @@ func TestMain(m *testing.M) {
 	maybeRunSandbox()
 	os.Exit(m.Run())
 }
-
-//go:embed image
-var imageFS embed.FS
 
 // Names of the objects and services the specs refer to.
 const (

@@ -23,30 +23,49 @@ type imageLayout struct {
 }
 
 // newLayout assembles the config, the manifest and the index of an image of
-// one layer. JSON from encoding/json is stable: struct fields in declaration
-// order, map keys sorted.
+// one binary's layer.
 func newLayout(img Image, ref, arch string, src source, l layer) (imageLayout, error) {
 	labels := map[string]string{
 		AnnotationSource:   SourceURL,
 		AnnotationVersion:  src.Tag,
 		AnnotationRevision: src.Revision,
 	}
+	return assemble(ref, arch, src.Created, []layer{l}, v1.Config{
+		Entrypoint: []string{"/" + img.Name},
+		User:       strconv.Itoa(NonrootID) + ":" + strconv.Itoa(NonrootID),
+		WorkingDir: "/",
+		Labels:     labels,
+	}, "static "+img.Name+" built from "+img.Package)
+}
+
+// assemble writes the config, the manifest and the index of an image of
+// layers, lowest first. JSON from encoding/json is stable: struct fields in
+// declaration order, map keys sorted. The config's labels are the
+// manifest's annotations too.
+func assemble(ref, arch string, created time.Time, layers []layer, cfg v1.Config, comment string) (imageLayout, error) {
+	diffIDs := make([]v1.Hash, 0, len(layers))
+	descs := make([]v1.Descriptor, 0, len(layers))
+	blobs := map[v1.Hash][]byte{}
+	for _, l := range layers {
+		diffIDs = append(diffIDs, l.diffID)
+		mt := l.mediaType
+		if mt == "" {
+			mt = types.OCILayer
+		}
+		descs = append(descs, v1.Descriptor{MediaType: mt, Size: int64(len(l.blob)), Digest: l.digest})
+		blobs[l.digest] = l.blob
+	}
 	config, err := json.Marshal(v1.ConfigFile{
 		Architecture: arch,
 		OS:           "linux",
-		Created:      v1.Time{Time: src.Created},
+		Created:      v1.Time{Time: created},
 		History: []v1.History{{
-			Created:   v1.Time{Time: src.Created},
+			Created:   v1.Time{Time: created},
 			CreatedBy: "make images (hack/images)",
-			Comment:   "static " + img.Name + " built from " + img.Package,
+			Comment:   comment,
 		}},
-		RootFS: v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{l.diffID}},
-		Config: v1.Config{
-			Entrypoint: []string{"/" + img.Name},
-			User:       strconv.Itoa(NonrootID) + ":" + strconv.Itoa(NonrootID),
-			WorkingDir: "/",
-			Labels:     labels,
-		},
+		RootFS: v1.RootFS{Type: "layers", DiffIDs: diffIDs},
+		Config: cfg,
 	})
 	if err != nil {
 		return imageLayout{}, fmt.Errorf("image config: %w", err)
@@ -57,8 +76,8 @@ func newLayout(img Image, ref, arch string, src source, l layer) (imageLayout, e
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
 		Config:        v1.Descriptor{MediaType: types.OCIConfigJSON, Size: int64(len(config)), Digest: configDigest},
-		Layers:        []v1.Descriptor{{MediaType: types.OCILayer, Size: int64(len(l.blob)), Digest: l.digest}},
-		Annotations:   labels,
+		Layers:        descs,
+		Annotations:   cfg.Labels,
 	})
 	if err != nil {
 		return imageLayout{}, fmt.Errorf("image manifest: %w", err)
@@ -82,16 +101,9 @@ func newLayout(img Image, ref, arch string, src source, l layer) (imageLayout, e
 	if err != nil {
 		return imageLayout{}, fmt.Errorf("layout index: %w", err)
 	}
-
-	return imageLayout{
-		blobs: map[v1.Hash][]byte{
-			configDigest:   config,
-			l.digest:       l.blob,
-			manifestDigest: manifest,
-		},
-		index:  index,
-		digest: manifestDigest,
-	}, nil
+	blobs[configDigest] = config
+	blobs[manifestDigest] = manifest
+	return imageLayout{blobs: blobs, index: index, digest: manifestDigest}, nil
 }
 
 // writeArchive writes the layout as a tar archive at path, replacing it only

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // The user database of the image: root, and the nonroot user the containers
@@ -80,6 +81,8 @@ type layer struct {
 	blob   []byte
 	digest v1.Hash // of blob
 	diffID v1.Hash // of the uncompressed tar, which the config lists
+	// mediaType is the layer's; empty means gzip-compressed (types.OCILayer).
+	mediaType types.MediaType
 }
 
 // entry is one file or directory of a layer.
