@@ -557,15 +557,7 @@ func unmountUnder(dir string) error {
 func removeCgroups() error {
 	var errs []error
 	for _, root := range nodeCgroups() {
-		var dirs []string
-		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
-		for _, d := range dirs {
+		for _, d := range dirsDeepestFirst(root) {
 			var err error
 			for range 50 { // a killed process leaves its cgroup a moment later
 				if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
@@ -583,6 +575,14 @@ func removeCgroups() error {
 }
 
 func removeEmptyDirs(root string) {
+	for _, d := range dirsDeepestFirst(root) {
+		_ = syscall.Rmdir(d) // fails, and stays, when not empty
+	}
+}
+
+// dirsDeepestFirst lists root and the directories below it, children
+// before their parents.
+func dirsDeepestFirst(root string) []string {
 	var dirs []string
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
@@ -591,7 +591,5 @@ func removeEmptyDirs(root string) {
 		return nil
 	})
 	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
-	for _, d := range dirs {
-		_ = syscall.Rmdir(d) // fails, and stays, when not empty
-	}
+	return dirs
 }

@@ -316,66 +316,32 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
 			}, metav1.CreateOptions{})
 			return err
 		},
-		func() error {
-			_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To[int32](1),
-					Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec: corev1.PodSpec{
-							ServiceAccountName: name,
-							// Its own resolv.conf would point at itself.
-							DNSPolicy: corev1.DNSDefault,
-							SecurityContext: &corev1.PodSecurityContext{
-								RunAsNonRoot:   ptr.To(true),
-								SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-							},
-							Containers: []corev1.Container{{
-								Name:  name,
-								Image: image,
-								Args:  []string{"-conf", "/etc/coredns/Corefile"},
-								Ports: []corev1.ContainerPort{
-									{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
-									{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP},
-								},
-								ReadinessProbe: &corev1.Probe{
-									ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
-									PeriodSeconds: 2,
-								},
-								LivenessProbe: &corev1.Probe{
-									ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
-								},
-								SecurityContext: &corev1.SecurityContext{
-									AllowPrivilegeEscalation: ptr.To(false),
-									ReadOnlyRootFilesystem:   ptr.To(true),
-									Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-								},
-								VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
-							}},
-							Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-								ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
-							}}},
-						},
-					},
-				},
-			}, metav1.CreateOptions{})
-			return err
-		},
 	}
-	for _, create := range objects {
-		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("deploy CoreDNS: %w", err)
-		}
+	pod := corev1.PodSpec{
+		// Its own resolv.conf would point at itself.
+		DNSPolicy: corev1.DNSDefault,
+		Containers: []corev1.Container{{
+			Name:  name,
+			Image: image,
+			Args:  []string{"-conf", "/etc/coredns/Corefile"},
+			Ports: []corev1.ContainerPort{
+				{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
+				{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP},
+			},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
+				PeriodSeconds: 2,
+			},
+			LivenessProbe: &corev1.Probe{
+				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+		}},
+		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
+		}}},
 	}
-	return c.poll(ctx, "CoreDNS available", func(ctx context.Context) (bool, error) {
-		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return d.Status.AvailableReplicas >= 1, nil
-	})
+	return c.deploy(ctx, cs, ns, name, labels, objects, pod)
 }
 
 // deployCertManager runs cert-manager (controller and cainjector, the
@@ -406,51 +372,59 @@ func (c *Cluster) deployCertManager(ctx context.Context, cs kubernetes.Interface
 			}, metav1.CreateOptions{})
 			return err
 		},
-		func() error {
-			_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To[int32](1),
-					Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec: corev1.PodSpec{
-							ServiceAccountName: name,
-							SecurityContext: &corev1.PodSecurityContext{
-								RunAsNonRoot:   ptr.To(true),
-								SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-							},
-							Containers: []corev1.Container{{
-								Name:  name,
-								Image: image,
-								Args: []string{
-									"--cluster-resource-namespace=" + CertManagerClusterResourceNamespace,
-									"--health-bind-address=:9403",
-									"-v=2",
-								},
-								ReadinessProbe: &corev1.Probe{
-									ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(9403)}},
-									PeriodSeconds: 2,
-								},
-								SecurityContext: &corev1.SecurityContext{
-									AllowPrivilegeEscalation: ptr.To(false),
-									ReadOnlyRootFilesystem:   ptr.To(true),
-									Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-								},
-							}},
-						},
-					},
-				},
-			}, metav1.CreateOptions{})
-			return err
-		},
 	}
-	for _, create := range objects {
-		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("deploy cert-manager: %w", err)
+	pod := corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:  name,
+			Image: image,
+			Args: []string{
+				"--cluster-resource-namespace=" + CertManagerClusterResourceNamespace,
+				"--health-bind-address=:9403",
+				"-v=2",
+			},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(9403)}},
+				PeriodSeconds: 2,
+			},
+		}},
+	}
+	return c.deploy(ctx, cs, ns, name, labels, objects, pod)
+}
+
+// deploy creates objects (each an idempotent create; one that exists is
+// kept), then a Deployment ns/name of one replica of pod, run as the
+// ServiceAccount name under the restricted security context, and waits for
+// it to be available.
+func (c *Cluster) deploy(ctx context.Context, cs kubernetes.Interface, ns, name string, labels map[string]string, objects []func() error, pod corev1.PodSpec) error {
+	pod.ServiceAccountName = name
+	pod.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	for i := range pod.Containers {
+		pod.Containers[i].SecurityContext = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		}
 	}
-	return c.poll(ctx, "cert-manager available", func(ctx context.Context) (bool, error) {
+	objects = append(objects, func() error {
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	for _, create := range objects {
+		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("deploy %s: %w", name, err)
+		}
+	}
+	return c.poll(ctx, name+" available", func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
