@@ -9,6 +9,7 @@ require github.com/c5c3/glance-operator v0.0.0
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/google/go-containerregistry v0.22.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	sigs.k8s.io/gateway-api v1.6.3 // indirect
