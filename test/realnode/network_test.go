@@ -54,9 +54,9 @@ func TestServicesAndClusterDNS(t *testing.T) {
 
 // TestNetworkGuard: no packet of a pod, a hostNetwork pod or to a Service
 // address leaves through another interface. The other interface is a test
-// host of the suite's own (a network namespace with a listener), so a
-// guard that failed would show as a connection, never as traffic off the
-// machine.
+// host of the suite's own: a network namespace that listens on the
+// addresses dialled and routes its replies back, so a guard that failed
+// would show as a connection, never as traffic off the machine.
 func TestNetworkGuard(t *testing.T) {
 	host, err := testhost.New("glguard", netip.MustParsePrefix("10.244.252.0/30"))
 	if err != nil {
@@ -64,6 +64,9 @@ func TestNetworkGuard(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = host.Close() })
 	if _, err := host.Listen(8080); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.RouteBack(netip.MustParsePrefix(controlplane.PodCIDR)); err != nil {
 		t.Fatal(err)
 	}
 	ns := namespace(t)
@@ -83,10 +86,18 @@ func TestNetworkGuard(t *testing.T) {
 	})
 
 	t.Run("output-towards-another-interface-dropped", func(t *testing.T) {
-		// A route that sends one service address out through the test
-		// host's link: the guard drops each SYN before it leaves, and the
-		// dial times out.
-		const addr = "10.96.255.252"
+		// A route that sends one address of the pod range (below the
+		// range pods get theirs from) out through the test host's link,
+		// which holds it: the guard drops each SYN before it leaves, and
+		// the dial times out. A service address would not tell: kube-proxy
+		// rejects the unassigned ones itself.
+		const addr = "10.88.0.254"
+		if err := host.AddAddress(netip.MustParseAddr(addr), netip.MustParsePrefix(controlplane.NodeIP+"/32")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := host.ListenOn(netip.MustParseAddr(addr), 8080); err != nil {
+			t.Fatal(err)
+		}
 		route := []string{"route", "add", addr + "/32", "dev", host.Name + "-h"}
 		if out, err := exec.Command("ip", route...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %s: %v: %s", strings.Join(route, " "), err, out)
@@ -102,7 +113,7 @@ func TestNetworkGuard(t *testing.T) {
 			t.Fatal(err)
 		}
 		if phase != corev1.PodFailed || strings.Contains(log, "connected") {
-			t.Errorf("a hostNetwork pod reached a service address through another interface: %s\n%s", phase, log)
+			t.Errorf("a hostNetwork pod reached a pod-range address through another interface: %s\n%s", phase, log)
 		}
 		if after <= before {
 			t.Errorf("the guard's output counter stayed at %d", after)

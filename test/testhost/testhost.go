@@ -77,6 +77,25 @@ func (h *Host) vethNames() (outside, inside string) {
 	return n + "-h", n + "-n"
 }
 
+// AddAddress gives the namespace's end one more address (a /32), and
+// routes replies to prefix back through this machine.
+func (h *Host) AddAddress(addr netip.Addr, back netip.Prefix) error {
+	_, inside := h.vethNames()
+	if err := ip("-n", h.Name, "addr", "add", addr.String()+"/32", "dev", inside); err != nil {
+		return fmt.Errorf("test host %s: %w", h.Name, err)
+	}
+	return h.RouteBack(back)
+}
+
+// RouteBack routes the namespace's replies to prefix through this
+// machine's end of the pair.
+func (h *Host) RouteBack(prefix netip.Prefix) error {
+	if err := ip("-n", h.Name, "route", "replace", prefix.String(), "via", h.HostAddress.String()); err != nil {
+		return fmt.Errorf("test host %s: %w", h.Name, err)
+	}
+	return nil
+}
+
 func ip(args ...string) error {
 	out, err := exec.Command("ip", args...).CombinedOutput()
 	if err != nil {
@@ -89,6 +108,11 @@ func ip(args ...string) error {
 // namespace. A socket keeps its namespace for life, so the listener is used
 // from any goroutine.
 func (h *Host) Listen(port int) (net.Listener, error) {
+	return h.ListenOn(h.Address, port)
+}
+
+// ListenOn is Listen at another address the namespace holds (AddAddress).
+func (h *Host) ListenOn(addr netip.Addr, port int) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
 		err error
@@ -118,7 +142,7 @@ func (h *Host) Listen(port int) (net.Listener, error) {
 			done <- result{err: fmt.Errorf("setns %s: %w", h.Name, err)}
 			return
 		}
-		l, err := net.Listen("tcp", netip.AddrPortFrom(h.Address, uint16(port)).String())
+		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, uint16(port)).String())
 		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		}
@@ -126,7 +150,7 @@ func (h *Host) Listen(port int) (net.Listener, error) {
 	}()
 	r := <-done
 	if r.err != nil {
-		return nil, fmt.Errorf("test host %s: listen on %s:%d: %w", h.Name, h.Address, port, r.err)
+		return nil, fmt.Errorf("test host %s: listen on %s:%d: %w", h.Name, addr, port, r.err)
 	}
 	h.mu.Lock()
 	h.listeners = append(h.listeners, r.l)
