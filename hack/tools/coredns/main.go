@@ -13,7 +13,6 @@ import (
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
 	_ "github.com/coredns/coredns/plugin/ready"
-	_ "github.com/coredns/coredns/plugin/template"
 )
 
 func main() { coremain.Run() }
