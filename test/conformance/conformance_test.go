@@ -7,10 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,18 +135,12 @@ func newSuite(t *testing.T) *suite {
 	}
 
 	s.h = &harness{root: root, dir: filepath.Join(dir, "pods"), objects: newObjects(), services: services, image: map[string]imageFile{}}
-	if err := fs.WalkDir(imageFS, "image", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := imageFS.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		s.h.image[strings.TrimPrefix(path, "image")] = imageFile{content: string(data), mode: 0o755}
-		return nil
-	}); err != nil {
+	overlay, err := imageOverlay()
+	if err != nil {
 		t.Fatal(err)
+	}
+	for name, data := range overlay {
+		s.h.image["/"+name] = imageFile{content: string(data), mode: 0o755}
 	}
 	// oslo.config reads Debian's default /etc/glance/*.conf whenever they
 	// exist (glance-api, glance-manage and the cache tools search them);
@@ -158,7 +150,7 @@ func newSuite(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".conf") || strings.HasSuffix(e.Name(), ".ini")) {
+		if !e.IsDir() && debianDefaultConfig("etc/glance/"+e.Name()) {
 			s.h.image["/etc/glance/"+e.Name()] = imageFile{whiteout: true}
 		}
 	}

@@ -21,6 +21,24 @@ import (
 //go:embed image
 var imageFS embed.FS
 
+// imageOverlay returns the files of image/ by path relative to the image's
+// root; each is an executable.
+func imageOverlay() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := fs.WalkDir(imageFS, "image", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := imageFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[strings.TrimPrefix(p, "image/")] = data
+		return nil
+	})
+	return files, err
+}
+
 // DebianRoot returns the Debian root with Glance that `make
 // conformance-root` builds, or an error naming that target.
 func DebianRoot() (string, error) { return debianRoot() }
@@ -43,19 +61,13 @@ func WriteGlanceImage(archive, ref string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	files := map[string]ociimage.TreeFile{}
-	if err := fs.WalkDir(imageFS, "image", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := imageFS.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		files[strings.TrimPrefix(p, "image/")] = ociimage.TreeFile{Data: data, Mode: 0o755}
-		return nil
-	}); err != nil {
+	overlay, err := imageOverlay()
+	if err != nil {
 		return v1.Hash{}, err
+	}
+	files := map[string]ociimage.TreeFile{}
+	for name, data := range overlay {
+		files[name] = ociimage.TreeFile{Data: data, Mode: 0o755}
 	}
 	id := strconv.FormatInt(render.GlanceUID, 10)
 	return ociimage.WriteTreeArchive(archive, ref, runtime.GOARCH, ociimage.TreeImage{

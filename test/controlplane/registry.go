@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -89,11 +88,8 @@ func (r *Registry) BuildAndPush(ctx context.Context, dir, name, pkg, repo, tag s
 		return "", err
 	}
 	binary := filepath.Join(dir, name)
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", binary, pkg)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w: %s", pkg, err, out)
+	if err := ociimage.BuildBinary(ctx, "go", root, runtime.GOARCH, pkg, binary); err != nil {
+		return "", err
 	}
 	return r.PushBinary(ctx, dir, name, binary, repo, tag)
 }

@@ -163,7 +163,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 	results := make([]Result, 0, len(Images))
 	for _, img := range Images {
 		binary := filepath.Join(work, img.Name)
-		if err := buildBinary(ctx, o.Go, o.ModuleRoot, o.Arch, img.Package, binary); err != nil {
+		if err := BuildBinary(ctx, o.Go, o.ModuleRoot, o.Arch, img.Package, binary); err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Name, err)
 		}
 		layer, err := newLayer(img.Name, binary, ca, src.Created)

@@ -28,11 +28,11 @@ var (
 	group  = fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonrootID)
 )
 
-// buildBinary builds a static, reproducible binary of pkg at out: no cgo (the
+// BuildBinary builds a static, reproducible binary of pkg at out: no cgo (the
 // image has no libc), no paths of this machine, no build id. -buildvcs=false
 // keeps the binary the same whatever GOFLAGS says about stamping the commit
 // and whether the tree is clean; the image labels name the commit instead.
-func buildBinary(ctx context.Context, goCmd, root, arch, pkg, out string) error {
+func BuildBinary(ctx context.Context, goCmd, root, arch, pkg, out string) error {
 	cmd := exec.CommandContext(ctx, goCmd, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
