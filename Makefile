@@ -25,7 +25,7 @@ run: control-plane localcluster ## Start a local cluster with the CRDs and the s
 		-apply test/samples/dependencies.yaml -apply test/samples/glance.yaml
 
 .PHONY: test
-test: control-plane conformance-root verify-generated vet ## Run every suite: real control plane, real Glance.
+test: control-plane conformance-root realnode-roots verify-generated vet ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(MAKE) --no-print-directory test-monitoring
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
@@ -33,9 +33,9 @@ test: control-plane conformance-root verify-generated vet ## Run every suite: re
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
-# the conformance root, or root to make a test host, and the tests that need
-# one in packages that also hold unit tests: test-unit runs all the others.
-CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/testhost test/realnode test/realnode/%
+# a Debian root, or root to make a test host, and the tests that need one in
+# packages that also hold unit tests: test-unit runs all the others.
+CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/debianroot test/testhost test/realnode test/realnode/%
 CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestBackendLookupsUnderLoad|TestTwoClustersSideBySide|TestCertManager|TestBenchScaleSmoke)$$
 UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell $(GO) list -f '{{.Dir}}' ./...)))
 
@@ -120,9 +120,15 @@ control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sche
 	hack/build-control-plane.sh all
 	hack/build-control-plane.sh node
 
+# The Debian roots (hack/debianroots/NAME.packages) build into
+# bin/debianroots/NAME-<key>, once per definition.
 .PHONY: conformance-root
 conformance-root: ## Build the Debian trixie root with Glance for the conformance suite (once; root + debootstrap).
-	hack/conformance/build-root.sh
+	hack/debianroots/build.sh glance
+
+.PHONY: realnode-roots
+realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade and trixie's MariaDB (once; root + debootstrap).
+	hack/debianroots/build.sh glance-sid mariadb
 
 # NODE=real runs a real node (kubelet, containerd, kube-proxy, CoreDNS; root)
 # instead of kwok's fake ones.

@@ -22,6 +22,10 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/debianroot"
+	"github.com/c5c3/glance-operator/test/glanceclient"
+	"github.com/c5c3/glance-operator/test/keystone"
+	"github.com/c5c3/glance-operator/test/s3store"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +61,7 @@ const (
 // backendDef is one GlanceBackend of the suite and the S3 server behind it.
 type backendDef struct {
 	render.Backend
-	server *s3Server
+	server *s3store.Server
 }
 
 // suite is what both launch modes share: the root, MariaDB, Keystone, the
@@ -66,7 +70,7 @@ type suite struct {
 	pki      *testPKI
 	h        *harness
 	db       *mariaDB
-	keystone *keystone
+	keystone *keystone.Server
 	backends []backendDef
 }
 
@@ -75,7 +79,7 @@ func newSuite(t *testing.T) *suite {
 	if err := hostPrerequisites(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := debianRoot()
+	root, err := debianroot.Glance.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +100,13 @@ func newSuite(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	s.db = startMariaDB(t, filepath.Join(dir, "mariadb"), s.pki)
-	s.keystone = newKeystone(fmt.Sprintf("http://%s:%d/v3", keystoneHost, keystonePort))
-	s.keystone.setUser(v1alpha1.DefaultServiceUsername, servicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
-	s.keystone.setUser(demoUser, demoPassword, demoProject, "member", "reader")
+	s.keystone = keystone.New(fmt.Sprintf("http://%s:%d/v3", keystoneHost, keystonePort))
+	s.keystone.SetUser(v1alpha1.DefaultServiceUsername, servicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
+	s.keystone.SetUser(demoUser, demoPassword, demoProject, "member", "reader")
 
-	east, west := newS3Server(), newS3Server()
+	east, west := s3store.New(), s3store.New()
 	// s3-east's bucket exists; s3-west creates its own on the first put.
-	if err := east.backend.CreateBucket("glance-east"); err != nil {
+	if err := east.CreateBucket("glance-east"); err != nil {
 		t.Fatal(err)
 	}
 	s.backends = []backendDef{
@@ -135,7 +139,7 @@ func newSuite(t *testing.T) *suite {
 	}
 
 	s.h = &harness{root: root, dir: filepath.Join(dir, "pods"), objects: newObjects(), services: services, image: map[string]imageFile{}}
-	overlay, err := imageOverlay()
+	overlay, err := debianroot.GlanceOverlay()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +154,7 @@ func newSuite(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() && debianDefaultConfig("etc/glance/"+e.Name()) {
+		if !e.IsDir() && debianroot.GlanceDefaultConfig("etc/glance/"+e.Name()) {
 			s.h.image["/etc/glance/"+e.Name()] = imageFile{whiteout: true}
 		}
 	}
@@ -371,7 +375,7 @@ func TestConformance(t *testing.T) {
 type apiPod struct {
 	*pod
 	api, sidecar *process
-	client       *glanceClient
+	client       *glanceclient.Client
 }
 
 // Test-only overrides of the sidecar's timing (cachemaintenance.go): poll
@@ -396,7 +400,7 @@ func (s *suite) startAPI(t, life *testing.T, name string, d *appsv1.Deployment) 
 			}
 		}
 	}
-	p.client = &glanceClient{http: p.httpClient(), base: "http://" + apiAddr}
+	p.client = &glanceclient.Client{HTTP: p.httpClient(), Base: "http://" + apiAddr}
 	probe := api.StartupProbe
 	if probe == nil || probe.HTTPGet == nil {
 		t.Fatal("glance-api has no HTTP startup probe")
@@ -410,7 +414,7 @@ func (s *suite) startAPI(t, life *testing.T, name string, d *appsv1.Deployment) 
 	probeURL := fmt.Sprintf("http://127.0.0.1:%d%s", port, probe.HTTPGet.Path)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		resp, err := p.client.http.Get(probeURL)
+		resp, err := p.client.HTTP.Get(probeURL)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {

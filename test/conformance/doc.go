@@ -24,12 +24,13 @@
 // are the one addition to a container's environment.
 //
 // Running it: `make conformance-root` once (root, the Debian package
-// debootstrap; about 90 s and 850 MB into bin/conformance/), then
-// `go test ./test/conformance` as root with the Debian package mariadb-server
-// installed; `make test` does both. The suite fails, never skips, when a
-// prerequisite is missing, naming what provides it.
+// debootstrap; a few minutes and 850 MB into bin/debianroots/; see
+// test/debianroot), then `go test ./test/conformance` as root with the
+// Debian package mariadb-server installed; `make test` does both. The suite
+// fails, never skips, when a prerequisite is missing, naming what provides
+// it.
 //
-// Environment: GLANCE_CONFORMANCE_ROOT uses another root;
-// GLANCE_CONFORMANCE_WORKDIR keeps every pod's volumes, logs and sandbox
-// specs under that directory instead of a temporary one.
+// Environment: GLANCE_CONFORMANCE_ROOT (or DEBIAN_ROOT_GLANCE) uses another
+// root; GLANCE_CONFORMANCE_WORKDIR keeps every pod's volumes, logs and
+// sandbox specs under that directory instead of a temporary one.
 package conformance

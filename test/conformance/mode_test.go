@@ -24,6 +24,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/glanceclient"
 )
 
 // uploadedImage is an image the suite put into a store.
@@ -37,7 +38,7 @@ type uploadedImage struct {
 func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 	// Every mode starts from the original service password.
 	s.h.objects.putSecret(serviceUserSecret, map[string]string{v1alpha1.DefaultServiceUserPasswordKey: servicePassword})
-	s.keystone.setUser(v1alpha1.DefaultServiceUsername, servicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
+	s.keystone.SetUser(v1alpha1.DefaultServiceUsername, servicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
 	g := glanceSpec(m)
 	r := s.renderObjects(t, g, m)
 	if err := s.db.createDatabase(m.database, m.dbUser, dbPassword, m.dbTLS); err != nil {
@@ -64,15 +65,15 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 	}
 
 	api := s.startAPI(t, t, "glance-api-"+m.name, r.deployment)
-	anon := &glanceClient{http: api.client.http, base: api.client.base}
+	anon := &glanceclient.Client{HTTP: api.client.HTTP, Base: api.client.Base}
 
 	t.Run("unauthenticated", func(t *testing.T) {
-		resp, err := anon.get(render.HealthcheckPath)
-		if err != nil || resp.code != http.StatusOK {
+		resp, err := anon.Get(render.HealthcheckPath)
+		if err != nil || resp.Code != http.StatusOK {
 			t.Errorf("GET %s without a token: %v %v, want 200", render.HealthcheckPath, resp, err)
 		}
-		resp, err = anon.get("/v2/images")
-		if err != nil || resp.code != http.StatusUnauthorized {
+		resp, err = anon.Get("/v2/images")
+		if err != nil || resp.Code != http.StatusUnauthorized {
 			t.Errorf("GET /v2/images without a token: %v %v, want 401", resp, err)
 		}
 		// keystonemiddleware names where to authenticate: the rendered
@@ -81,8 +82,8 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 		if want == "" {
 			want = g.Spec.KeystoneEndpoint
 		}
-		if !strings.Contains(resp.header.Get("WWW-Authenticate"), want) {
-			t.Errorf("WWW-Authenticate %q does not name %s", resp.header.Get("WWW-Authenticate"), want)
+		if !strings.Contains(resp.Header.Get("WWW-Authenticate"), want) {
+			t.Errorf("WWW-Authenticate %q does not name %s", resp.Header.Get("WWW-Authenticate"), want)
 		}
 	})
 
@@ -92,12 +93,12 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 		if err := os.WriteFile(path, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := anon.get(render.HealthcheckPath)
+		resp, err := anon.Get(render.HealthcheckPath)
 		_ = os.Remove(path)
-		if err != nil || resp.code != http.StatusServiceUnavailable {
+		if err != nil || resp.Code != http.StatusServiceUnavailable {
 			t.Errorf("GET %s with %s present: %v %v, want 503", render.HealthcheckPath, render.HealthcheckDisablePath, resp, err)
 		}
-		if resp, err := anon.get(render.HealthcheckPath); err != nil || resp.code != http.StatusOK {
+		if resp, err := anon.Get(render.HealthcheckPath); err != nil || resp.Code != http.StatusOK {
 			t.Errorf("GET %s after removing %s: %v %v, want 200", render.HealthcheckPath, render.HealthcheckDisablePath, resp, err)
 		}
 	})
@@ -112,8 +113,8 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 				Default     any    `json:"default"`
 			} `json:"stores"`
 		}
-		resp, err := client.json(http.MethodGet, "/v2/info/stores", nil, &got)
-		if err != nil || resp.code != http.StatusOK {
+		resp, err := client.JSON(http.MethodGet, "/v2/info/stores", nil, &got)
+		if err != nil || resp.Code != http.StatusOK {
 			t.Fatalf("GET /v2/info/stores: %v %v", resp, err)
 		}
 		var ids []string
@@ -134,8 +135,8 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 				Value []string `json:"value"`
 			} `json:"import-methods"`
 		}
-		resp, err = client.json(http.MethodGet, "/v2/info/import", nil, &methods)
-		if err != nil || resp.code != http.StatusOK {
+		resp, err = client.JSON(http.MethodGet, "/v2/info/import", nil, &methods)
+		if err != nil || resp.Code != http.StatusOK {
 			t.Fatalf("GET /v2/info/import: %v %v", resp, err)
 		}
 		if got := strings.Join(methods.ImportMethods.Value, ","); got != "glance-direct,web-download" {
@@ -184,7 +185,7 @@ func (s *suite) testLaunchMode(t *testing.T, m launchMode) {
 	t.Run("expand-migrate-contract", func(t *testing.T) {
 		for _, kind := range []render.DatabaseJobKind{render.DBExpand, render.DBMigrate, render.DBContract} {
 			s.runJob(t, r.jobs[kind].Spec.Template.Spec, string(kind))
-			if resp, err := client.get("/v2/images"); err != nil || resp.code != http.StatusOK {
+			if resp, err := client.Get("/v2/images"); err != nil || resp.Code != http.StatusOK {
 				t.Fatalf("after %s, GET /v2/images: %v %v", kind, resp, err)
 			}
 		}
@@ -236,48 +237,48 @@ func (s *suite) expectRows(t *testing.T, query string, ok func(int) bool, what s
 }
 
 // demoClient is a client of the API pod with a token of the demo user.
-func (s *suite) demoClient(t *testing.T, api *apiPod) *glanceClient {
+func (s *suite) demoClient(t *testing.T, api *apiPod) *glanceclient.Client {
 	t.Helper()
-	token, err := keystoneTokenVia(api.client.http, s.keystone.url, demoUser, demoPassword, demoProject)
+	token, err := glanceclient.KeystoneToken(api.client.HTTP, s.keystone.URL(), demoUser, demoPassword, demoProject)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &glanceClient{http: api.client.http, base: api.client.base, token: token}
+	return &glanceclient.Client{HTTP: api.client.HTTP, Base: api.client.Base, Token: token}
 }
 
 // upload creates an image and uploads size random bytes into backend b
 // with a chunked PUT naming the store, then checks the image, the object in
 // S3 and a download.
-func (s *suite) upload(t *testing.T, c *glanceClient, b backendDef, size int, mode string) *uploadedImage {
+func (s *suite) upload(t *testing.T, c *glanceclient.Client, b backendDef, size int, mode string) *uploadedImage {
 	t.Helper()
-	var img image
-	resp, err := c.json(http.MethodPost, "/v2/images", map[string]any{
+	var img glanceclient.Image
+	resp, err := c.JSON(http.MethodPost, "/v2/images", map[string]any{
 		"name": "conformance-" + b.Name, "disk_format": "raw", "container_format": "bare",
 		"tags": []string{"conformance"}, "conformance_mode": mode,
 	}, &img)
-	if err != nil || resp.code != http.StatusCreated {
+	if err != nil || resp.Code != http.StatusCreated {
 		t.Fatalf("creating an image: %v %v", resp, err)
 	}
 	data := randomBytes(t, size)
 	sum := sha256.Sum256(data)
 	want := hex.EncodeToString(sum[:])
-	resp, err = c.upload(img.ID, b.Name, data)
-	if err != nil || resp.code != http.StatusNoContent {
+	resp, err = c.Upload(img.ID, b.Name, data)
+	if err != nil || resp.Code != http.StatusNoContent {
 		t.Fatalf("chunked upload of %d bytes to %s: %v %v", size, b.Name, resp, err)
 	}
-	resp, err = c.json(http.MethodGet, "/v2/images/"+img.ID, nil, &img)
-	if err != nil || resp.code != http.StatusOK {
+	resp, err = c.JSON(http.MethodGet, "/v2/images/"+img.ID, nil, &img)
+	if err != nil || resp.Code != http.StatusOK {
 		t.Fatalf("GET image: %v %v", resp, err)
 	}
 	if img.Status != "active" || img.Size != int64(size) || img.Stores != b.Name {
 		t.Errorf("image after upload: status %q size %d stores %q, want active, %d, %s", img.Status, img.Size, img.Stores, size, b.Name)
 	}
-	if got, ok := b.server.objectSHA256(b.Spec.S3.Bucket, img.ID); !ok || got != want {
+	if got, ok := b.server.ObjectSHA256(b.Spec.S3.Bucket, img.ID); !ok || got != want {
 		t.Errorf("S3 object %s/%s of %s: present %v, sha256 %s, want %s", b.Spec.S3.Bucket, img.ID, b.Name, ok, got, want)
 	}
 	for _, other := range s.backends {
 		if other.Name != b.Name {
-			if _, ok := other.server.objectSHA256(other.Spec.S3.Bucket, img.ID); ok {
+			if _, ok := other.server.ObjectSHA256(other.Spec.S3.Bucket, img.ID); ok {
 				t.Errorf("the image uploaded to %s is also in %s", b.Name, other.Name)
 			}
 		}
@@ -288,31 +289,31 @@ func (s *suite) upload(t *testing.T, c *glanceClient, b backendDef, size int, mo
 // uploadMultipart uploads an image of known size above the backend's
 // largeObjectSize (MB): glance_store must split it into a multipart upload
 // of largeObjectChunkSize parts.
-func (s *suite) uploadMultipart(t *testing.T, c *glanceClient, b backendDef) {
+func (s *suite) uploadMultipart(t *testing.T, c *glanceclient.Client, b backendDef) {
 	t.Helper()
-	var img image
-	resp, err := c.json(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-multipart", "disk_format": "raw", "container_format": "bare"}, &img)
-	if err != nil || resp.code != http.StatusCreated {
+	var img glanceclient.Image
+	resp, err := c.JSON(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-multipart", "disk_format": "raw", "container_format": "bare"}, &img)
+	if err != nil || resp.Code != http.StatusCreated {
 		t.Fatalf("creating an image: %v %v", resp, err)
 	}
 	data := randomBytes(t, int(*b.Spec.S3.LargeObjectSize)<<20+1)
 	sum := sha256.Sum256(data)
-	before := b.server.multipartUploads()
-	resp, err = c.uploadSized(img.ID, b.Name, data)
-	if err != nil || resp.code != http.StatusNoContent {
+	before := b.server.MultipartUploads()
+	resp, err = c.UploadSized(img.ID, b.Name, data)
+	if err != nil || resp.Code != http.StatusNoContent {
 		t.Fatalf("upload of %d bytes with a Content-Length to %s: %v %v", len(data), b.Name, resp, err)
 	}
-	if n := b.server.multipartUploads() - before; n != 1 {
+	if n := b.server.MultipartUploads() - before; n != 1 {
 		t.Errorf("%d bytes with largeObjectSize %d MB: %d multipart uploads, want 1", len(data), *b.Spec.S3.LargeObjectSize, n)
 	}
-	if got, ok := b.server.objectSHA256(b.Spec.S3.Bucket, img.ID); !ok || got != hex.EncodeToString(sum[:]) {
+	if got, ok := b.server.ObjectSHA256(b.Spec.S3.Bucket, img.ID); !ok || got != hex.EncodeToString(sum[:]) {
 		t.Errorf("the multipart object in %s: present %v, sha256 %s", b.Name, ok, got)
 	}
 }
 
-func (s *suite) download(t *testing.T, c *glanceClient, img *uploadedImage) {
+func (s *suite) download(t *testing.T, c *glanceclient.Client, img *uploadedImage) {
 	t.Helper()
-	got, n, err := c.download(img.id)
+	got, n, err := c.Download(img.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func (s *suite) download(t *testing.T, c *glanceClient, img *uploadedImage) {
 }
 
 func (img *uploadedImage) storeReads() int {
-	return img.backend.server.readsOf(img.backend.Spec.S3.Bucket, img.id)
+	return img.backend.server.ReadsOf(img.backend.Spec.S3.Bucket, img.id)
 }
 
 func exists(path string) bool {
@@ -348,7 +349,7 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 // image_cache_max_size the sidecar runs the pruner, which evicts the least
 // recently used image, and the cleaner, which removes invalid and stalled
 // files.
-func (s *suite) testImageCache(t *testing.T, api *apiPod, c *glanceClient, east, west *uploadedImage, g *v1alpha1.Glance, r rendered) {
+func (s *suite) testImageCache(t *testing.T, api *apiPod, c *glanceclient.Client, east, west *uploadedImage, g *v1alpha1.Glance, r rendered) {
 	cacheDir := api.volumes[render.VolumeImageCache]
 	maxSize := render.ImageCacheMaxSize(g.Spec.ImageCache.Size)
 	if !strings.Contains(r.files[render.GlanceAPIConfKey], fmt.Sprintf("image_cache_max_size = %d", maxSize)) {
@@ -493,12 +494,12 @@ func checkBrokenPruner(t *testing.T, pr *process) {
 // and runs the purge CronJob's command: the image's rows in the dependent
 // tables are gone (the images table itself has its own purge command,
 // OSSN-0075), the other image's are not.
-func (s *suite) testDBPurge(t *testing.T, c *glanceClient, r rendered, m launchMode, gone, kept *uploadedImage) {
-	resp, err := c.do(http.MethodDelete, "/v2/images/"+gone.id, nil, nil, 0)
-	if err != nil || resp.code != http.StatusNoContent {
+func (s *suite) testDBPurge(t *testing.T, c *glanceclient.Client, r rendered, m launchMode, gone, kept *uploadedImage) {
+	resp, err := c.Do(http.MethodDelete, "/v2/images/"+gone.id, nil, nil, 0)
+	if err != nil || resp.Code != http.StatusNoContent {
 		t.Fatalf("deleting image %s: %v %v", gone.id, resp, err)
 	}
-	if _, ok := gone.backend.server.objectSHA256(gone.backend.Spec.S3.Bucket, gone.id); ok {
+	if _, ok := gone.backend.server.ObjectSHA256(gone.backend.Spec.S3.Bucket, gone.id); ok {
 		t.Errorf("deleting image %s left its object in %s", gone.id, gone.backend.Name)
 	}
 	db := "`" + m.database + "`."
@@ -540,7 +541,7 @@ func (s *suite) testDBPurge(t *testing.T, c *glanceClient, r rendered, m launchM
 // The new pod lives as long as life, for the SIGTERM case after this one.
 func (s *suite) testRotation(t, life *testing.T, old *apiPod, r rendered, g *v1alpha1.Glance, m launchMode) *apiPod {
 	rotatedAt := time.Now()
-	s.keystone.setUser(v1alpha1.DefaultServiceUsername, rotatedServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
+	s.keystone.SetUser(v1alpha1.DefaultServiceUsername, rotatedServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
 	s.h.objects.putSecret(serviceUserSecret, map[string]string{v1alpha1.DefaultServiceUserPasswordKey: rotatedServicePassword})
 	r2 := s.renderObjects(t, g, m)
 	before := r.deployment.Spec.Template.Annotations[render.AnnotationAuthtokenHash]
@@ -551,16 +552,16 @@ func (s *suite) testRotation(t, life *testing.T, old *apiPod, r rendered, g *v1a
 	old.stop(t)
 	api := s.startAPI(t, life, "glance-api-"+m.name+"-rotated", r2.deployment)
 	c := s.demoClient(t, api)
-	if resp, err := c.get("/v2/images"); err != nil || resp.code != http.StatusOK {
+	if resp, err := c.Get("/v2/images"); err != nil || resp.Code != http.StatusOK {
 		t.Fatalf("GET /v2/images after the rotation: %v %v; glance-api's output:\n%s", resp, err, api.api.tail(30))
 	}
-	attempts := s.keystone.attemptsSince(v1alpha1.DefaultServiceUsername, rotatedAt)
+	attempts := s.keystone.AttemptsSince(v1alpha1.DefaultServiceUsername, rotatedAt)
 	if len(attempts) == 0 {
 		t.Fatal("glance-api validated a token without authenticating its service user")
 	}
 	for _, a := range attempts {
-		if !a.ok || a.password != rotatedServicePassword {
-			t.Errorf("after the rotation the service user authenticated with the old or a wrong password (accepted: %v)", a.ok)
+		if !a.OK || a.Password != rotatedServicePassword {
+			t.Errorf("after the rotation the service user authenticated with the old or a wrong password (accepted: %v)", a.OK)
 		}
 	}
 	return api
@@ -570,10 +571,10 @@ func (s *suite) testRotation(t, life *testing.T, old *apiPod, r rendered, g *v1a
 // glance-direct: the staging directory, the tasks work directory and the
 // background task runner (native threads under uWSGI) all take part, and so
 // do the import plugins.
-func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceClient, g *v1alpha1.Glance) {
-	var img image
-	resp, err := c.json(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-import", "disk_format": "raw", "container_format": "bare"}, &img)
-	if err != nil || resp.code != http.StatusCreated {
+func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceclient.Client, g *v1alpha1.Glance) {
+	var img glanceclient.Image
+	resp, err := c.JSON(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-import", "disk_format": "raw", "container_format": "bare"}, &img)
+	if err != nil || resp.Code != http.StatusCreated {
 		t.Fatalf("creating an image: %v %v", resp, err)
 	}
 	data := randomBytes(t, 1<<20+17)
@@ -581,8 +582,8 @@ func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceClient, g *v1alph
 	want := hex.EncodeToString(sum[:])
 	h := http.Header{}
 	h.Set("Content-Type", "application/octet-stream")
-	resp, err = c.do(http.MethodPut, "/v2/images/"+img.ID+"/stage", h, &chunkedReader{data: data, chunk: 64 << 10}, -1)
-	if err != nil || resp.code != http.StatusNoContent {
+	resp, err = c.Do(http.MethodPut, "/v2/images/"+img.ID+"/stage", h, glanceclient.Chunked(data, 64<<10), -1)
+	if err != nil || resp.Code != http.StatusNoContent {
 		t.Fatalf("staging: %v %v", resp, err)
 	}
 	staged := filepath.Join(api.hostPath(t, render.ContainerAPI, render.StagingDir), img.ID)
@@ -590,16 +591,16 @@ func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceClient, g *v1alph
 		t.Errorf("the staged data is not in the staging volume (%s)", render.StagingDir)
 	}
 	west := s.backends[1]
-	resp, err = c.json(http.MethodPost, "/v2/images/"+img.ID+"/import", map[string]any{
+	resp, err = c.JSON(http.MethodPost, "/v2/images/"+img.ID+"/import", map[string]any{
 		"method": map[string]string{"name": "glance-direct"}, "stores": []string{west.Name},
 	}, nil)
-	if err != nil || resp.code != http.StatusAccepted {
+	if err != nil || resp.Code != http.StatusAccepted {
 		t.Fatalf("import: %v %v", resp, err)
 	}
 	var got map[string]any
 	if !waitFor(60*time.Second, func() bool {
 		got = nil
-		_, _ = c.json(http.MethodGet, "/v2/images/"+img.ID, nil, &got)
+		_, _ = c.JSON(http.MethodGet, "/v2/images/"+img.ID, nil, &got)
 		return got["status"] == "active" || got["os_glance_failed_import"] != nil && got["os_glance_failed_import"] != ""
 	}) || got["status"] != "active" {
 		t.Fatalf("the glance-direct import did not finish within 60s: %v; glance-api's output:\n%s", got, api.api.tail(40))
@@ -607,7 +608,7 @@ func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceClient, g *v1alph
 	if got["stores"] != west.Name {
 		t.Errorf("imported into %v, want %s", got["stores"], west.Name)
 	}
-	if sha, ok := west.server.objectSHA256(west.Spec.S3.Bucket, img.ID); !ok || sha != want {
+	if sha, ok := west.server.ObjectSHA256(west.Spec.S3.Bucket, img.ID); !ok || sha != want {
 		t.Errorf("the imported object in %s: present %v, sha256 %s, want %s", west.Name, ok, sha, want)
 	}
 	// The task deletes the staged data after it marked the image active.
@@ -621,14 +622,14 @@ func (s *suite) testImport(t *testing.T, api *apiPod, c *glanceClient, g *v1alph
 
 // testRenderedOptions checks that the optional files and options of the
 // spec took effect: policy.yaml, logging.conf, extraConfig.
-func (s *suite) testRenderedOptions(t *testing.T, api *apiPod, c *glanceClient, g *v1alpha1.Glance, img *uploadedImage) {
+func (s *suite) testRenderedOptions(t *testing.T, api *apiPod, c *glanceclient.Client, g *v1alpha1.Glance, img *uploadedImage) {
 	// policy.yaml: communitize_image is the demo user's by default.
 	want := http.StatusOK
 	if p := g.Spec.PolicyOverrides; p != nil && p.Rules[deniedRule] == "!" {
 		want = http.StatusForbidden
 	}
-	resp, err := c.json(http.MethodPatch, "/v2/images/"+img.id, []map[string]any{{"op": "replace", "path": "/visibility", "value": "community"}}, nil)
-	if err != nil || resp.code != want {
+	resp, err := c.JSON(http.MethodPatch, "/v2/images/"+img.id, []map[string]any{{"op": "replace", "path": "/visibility", "value": "community"}}, nil)
+	if err != nil || resp.Code != want {
 		t.Errorf("PATCH of the visibility to community (policy %s): %v %v, want %d", deniedRule, resp, err, want)
 	}
 	if l := g.Spec.Logging; l != nil {
@@ -650,7 +651,7 @@ func (s *suite) testRenderedOptions(t *testing.T, api *apiPod, c *glanceClient, 
 		}
 	}
 	var got map[string]any
-	if resp, err := c.json(http.MethodGet, "/v2/images/"+img.id, nil, &got); err != nil || resp.code != http.StatusOK {
+	if resp, err := c.JSON(http.MethodGet, "/v2/images/"+img.id, nil, &got); err != nil || resp.Code != http.StatusOK {
 		t.Fatalf("GET image: %v %v", resp, err)
 	}
 	_, shown := got["direct_url"]
@@ -681,10 +682,10 @@ func (p *pod) hostPath(t *testing.T, containerName, path string) string {
 // client with a connection pool does, and then another request on the same
 // connection, unless the server announced it closes it. A server that drops
 // a kept-alive connection silently makes a client's next POST fail.
-func (s *suite) testReuseAfterChunked(t *testing.T, api *apiPod, c *glanceClient) {
-	var img image
-	resp, err := c.json(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-reuse", "disk_format": "raw", "container_format": "bare"}, &img)
-	if err != nil || resp.code != http.StatusCreated {
+func (s *suite) testReuseAfterChunked(t *testing.T, api *apiPod, c *glanceclient.Client) {
+	var img glanceclient.Image
+	resp, err := c.JSON(http.MethodPost, "/v2/images", map[string]any{"name": "conformance-reuse", "disk_format": "raw", "container_format": "bare"}, &img)
+	if err != nil || resp.Code != http.StatusCreated {
 		t.Fatalf("creating an image: %v %v", resp, err)
 	}
 	conn, err := api.ns.dial(context.Background(), apiAddr)
@@ -694,10 +695,10 @@ func (s *suite) testReuseAfterChunked(t *testing.T, api *apiPod, c *glanceClient
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Minute))
 	br := bufio.NewReader(conn)
-	put, _ := http.NewRequest(http.MethodPut, "http://"+apiAddr+"/v2/images/"+img.ID+"/file", &chunkedReader{data: randomBytes(t, 100<<10), chunk: 16 << 10})
+	put, _ := http.NewRequest(http.MethodPut, "http://"+apiAddr+"/v2/images/"+img.ID+"/file", glanceclient.Chunked(randomBytes(t, 100<<10), 16<<10))
 	put.ContentLength = -1
 	put.Header.Set("Content-Type", "application/octet-stream")
-	put.Header.Set("X-Auth-Token", c.token)
+	put.Header.Set("X-Auth-Token", c.Token)
 	if err := put.Write(conn); err != nil {
 		t.Fatal(err)
 	}

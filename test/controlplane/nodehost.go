@@ -240,6 +240,18 @@ func cleanupHostOf(dir string) error {
 	errs = append(errs, unmountUnder(rec.Dir))
 	errs = append(errs, removeCgroups())
 	if _, err := os.Stat("/sys/class/net/" + nodeBridge); err == nil {
+		// A pod's veth goes with its network namespace, which the kernel
+		// may keep for minutes after its processes died (its sockets
+		// linger): delete the bridge's ports first.
+		ports, err := os.ReadDir("/sys/class/net/" + nodeBridge + "/brif")
+		errs = append(errs, err)
+		for _, p := range ports {
+			if err := run("ip", "link", "del", p.Name()); err != nil {
+				if _, gone := os.Stat("/sys/class/net/" + p.Name()); gone == nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		// The route through the bridge goes with it.
 		errs = append(errs, run("ip", "link", "del", nodeBridge))
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/pkg/render"
-	"github.com/c5c3/glance-operator/test/conformance"
+	"github.com/c5c3/glance-operator/test/debianroot"
 )
 
 // TestGlanceImageRuns: the Glance image built from Debian's packages is
@@ -19,19 +19,19 @@ import (
 // renders (non-root 42424, read-only root filesystem, no capabilities).
 func TestGlanceImageRuns(t *testing.T) {
 	start := time.Now()
-	dir := filepath.Join(cluster.Dir, "images")
+	dir := filepath.Join(env.Cluster.Dir, "images")
 	archive := filepath.Join(dir, "glance.oci.tar")
-	if _, err := conformance.WriteGlanceImage(archive, "openstack/glance:2025.2"); err != nil {
+	if _, err := debianroot.WriteGlanceImage(debianroot.Glance, archive, "openstack/glance:2025.2"); err != nil {
 		t.Fatal(err)
 	}
 	built := time.Since(start)
-	ref, err := cluster.Registry.Push(t.Context(), archive, "openstack/glance", "2025.2")
+	ref, err := env.Cluster.Registry.Push(t.Context(), archive, "openstack/glance", "2025.2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Glance image %s: built in %s, pushed in %s", ref, built.Round(100*time.Millisecond), (time.Since(start) - built).Round(100*time.Millisecond))
 
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	cases := []struct {
 		name    string
 		command []string
@@ -58,10 +58,10 @@ func TestGlanceImageRuns(t *testing.T) {
 					Name:            "glance",
 					Image:           ref,
 					Command:         tc.command,
-					SecurityContext: restricted(),
+					SecurityContext: Restricted(),
 				}},
 			}
-			phase, log := runPod(t, ns, pod)
+			phase, log := env.RunPod(t, ns, pod)
 			if phase != corev1.PodSucceeded || !strings.Contains(log, tc.want) {
 				t.Errorf("%s: pod %s, want it to succeed printing %q; log:\n%s", tc.name, phase, tc.want, log)
 			}

@@ -1,7 +1,3 @@
-// Package realnode runs the suite on a real node: the local control plane
-// with a kubelet on containerd and runc, the bridge CNI, kube-proxy and
-// CoreDNS, every image pulled by digest from a registry on loopback. Pods
-// here run real processes.
 package realnode
 
 import (
@@ -16,23 +12,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
-// The suite's cluster and the images it pushed.
-var (
-	cluster *controlplane.Cluster
-	cs      kubernetes.Interface
-	// netprobeImage is the suite's client and server, by digest.
-	netprobeImage string
-	// images are the chart's images, built by `make images`' builder.
-	images productImages
-	// startup is how long StartCluster took, for the report.
-	startup time.Duration
-)
+// env is the suite's cluster and the images it pushed.
+var env *Env
 
 var keep = flag.Bool("realnode.keep", false, "leave the cluster's directory (logs, kubeconfigs) behind after the suite")
 
@@ -43,7 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// The other real-node suite of `go test ./...` may hold the node:
+	// waiting for it counts here.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	// A short directory: containerd's socket path must fit a sun_path.
 	dir, err := os.MkdirTemp("", "glrn-")
@@ -51,34 +39,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	start := time.Now()
-	// cert-manager runs as a pod; the chart installs the Glance CRDs, and
-	// the operator watches the external kinds it talks to.
-	crds := controlplane.AllCRDs
-	crds.Glance = false
-	cluster, err = controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: dir, RealNode: true, CertManager: true, CRDs: crds})
+	env, err = Start(ctx, dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start the real-node cluster:", err)
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	startup = time.Since(start)
-	fmt.Printf("real-node cluster up in %s (logs in %s)\n", startup.Round(100*time.Millisecond), filepath.Join(dir, "logs"))
-
-	code := func() int {
-		if cs, err = kubernetes.NewForConfig(cluster.Config); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-		if netprobeImage, err = pushNetprobe(ctx, dir); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-		if images, err = pushProductImages(ctx, dir); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: the chart's images:", err)
-			return 1
-		}
-		return m.Run()
-	}()
+	fmt.Printf("real-node cluster up in %s (logs in %s)\n", env.Startup.Round(100*time.Millisecond), filepath.Join(dir, "logs"))
+	code := m.Run()
 
 	// Running, the node has a footprint; stopped, none may be left.
 	running, err := controlplane.HostLeftovers(dir)
@@ -86,7 +53,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: the leftover check sees nothing of a running node (%v): it could not catch a leftover\n", err)
 		code = 1
 	}
-	if err := cluster.Stop(); err != nil {
+	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: stop the real-node cluster:", err)
 		code = 1
 	}
@@ -110,11 +77,6 @@ func run(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// pushNetprobe builds the netprobe command into an image and pushes it.
-func pushNetprobe(ctx context.Context, dir string) (string, error) {
-	return cluster.Registry.BuildAndPush(ctx, filepath.Join(dir, "images"), "netprobe", "./test/realnode/netprobe", "test/netprobe", "v1")
 }
 
 // crashedRunCleansUp starts a real-node cluster with `localcluster`, kills

@@ -16,8 +16,8 @@ import (
 // from the node's own network, and CoreDNS resolves Services by name and
 // answers nothing outside the cluster domain.
 func TestServicesAndClusterDNS(t *testing.T) {
-	ns := namespace(t)
-	ip := webServer(t, ns, "web")
+	ns := env.Namespace(t)
+	ip := env.WebServer(t, ns, "web")
 
 	cases := []struct {
 		name        string
@@ -36,12 +36,12 @@ func TestServicesAndClusterDNS(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := probePod(tc.name, tc.args...)
+			pod := env.ProbePod(tc.name, tc.args...)
 			if tc.hostNetwork {
 				pod.Spec.HostNetwork = true
 				pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
 			}
-			phase, log := runPod(t, ns, pod)
+			phase, log := env.RunPod(t, ns, pod)
 			if want := map[bool]corev1.PodPhase{true: corev1.PodSucceeded, false: corev1.PodFailed}[tc.succeed]; phase != want {
 				t.Errorf("pod %s, want %s; log:\n%s", phase, want, log)
 			}
@@ -69,9 +69,9 @@ func TestNetworkGuard(t *testing.T) {
 	if err := host.RouteBack(netip.MustParsePrefix(controlplane.PodCIDR)); err != nil {
 		t.Fatal(err)
 	}
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	hostPod := func(name string, args ...string) *corev1.Pod {
-		p := probePod(name, args...)
+		p := env.ProbePod(name, args...)
 		p.Spec.HostNetwork = true
 		return p
 	}
@@ -79,7 +79,7 @@ func TestNetworkGuard(t *testing.T) {
 	t.Run("unassigned-clusterip-stays-local", func(t *testing.T) {
 		// The service range is routed to the node's bridge, so the
 		// machine's default route never sees it.
-		phase, log := runPod(t, ns, hostPod("unassigned", "dial", "-addr", "10.96.255.253:80", "-timeout", "4s"))
+		phase, log := env.RunPod(t, ns, hostPod("unassigned", "dial", "-addr", "10.96.255.253:80", "-timeout", "4s"))
 		if phase != corev1.PodFailed || !strings.Contains(log, "error:") {
 			t.Errorf("a hostNetwork pod reached an unassigned ClusterIP: %s\n%s", phase, log)
 		}
@@ -107,7 +107,7 @@ func TestNetworkGuard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		phase, log := runPod(t, ns, hostPod("output", "dial", "-addr", addr+":8080", "-timeout", "4s"))
+		phase, log := env.RunPod(t, ns, hostPod("output", "dial", "-addr", addr+":8080", "-timeout", "4s"))
 		_, after, err := controlplane.GuardCounters()
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestNetworkGuard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		phase, log := runPod(t, ns, probePod("forward", "dial", "-addr", host.Address.String()+":8080", "-timeout", "3s"))
+		phase, log := env.RunPod(t, ns, env.ProbePod("forward", "dial", "-addr", host.Address.String()+":8080", "-timeout", "3s"))
 		after, _, err := controlplane.GuardCounters()
 		if err != nil {
 			t.Fatal(err)

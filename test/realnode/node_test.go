@@ -15,8 +15,8 @@ import (
 // containerd, and a pod runs the image the suite pushed, pulled by digest
 // from the loopback registry, under the restricted security context.
 func TestNodeRunsPodsPulledByDigest(t *testing.T) {
-	t.Logf("cluster start (control plane, containerd, kubelet to Ready, kube-proxy, CoreDNS available): %s", startup.Round(100*time.Millisecond))
-	node, err := cs.CoreV1().Nodes().Get(t.Context(), controlplane.NodeName, metav1.GetOptions{})
+	t.Logf("cluster start (control plane, containerd, kubelet to Ready, kube-proxy, CoreDNS available): %s", env.Startup.Round(100*time.Millisecond))
+	node, err := env.CS.CoreV1().Nodes().Get(t.Context(), controlplane.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +31,12 @@ func TestNodeRunsPodsPulledByDigest(t *testing.T) {
 		t.Errorf("node %s is a kwok node", node.Name)
 	}
 
-	ns := namespace(t)
-	phase, log := runPod(t, ns, probePod("hello", "dns", "-name", "kubernetes.default.svc.cluster.local"))
+	ns := env.Namespace(t)
+	phase, log := env.RunPod(t, ns, env.ProbePod("hello", "dns", "-name", "kubernetes.default.svc.cluster.local"))
 	if phase != corev1.PodSucceeded {
 		t.Fatalf("pod %s, log:\n%s", phase, log)
 	}
-	pod, err := cs.CoreV1().Pods(ns).Get(t.Context(), "hello", metav1.GetOptions{})
+	pod, err := env.CS.CoreV1().Pods(ns).Get(t.Context(), "hello", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +44,9 @@ func TestNodeRunsPodsPulledByDigest(t *testing.T) {
 		t.Errorf("pod ran on %q, want %q", pod.Spec.NodeName, controlplane.NodeName)
 	}
 	status := pod.Status.ContainerStatuses[0]
-	_, digest, _ := strings.Cut(netprobeImage, "@")
-	if !strings.HasSuffix(status.ImageID, "@"+digest) || !strings.HasPrefix(status.ImageID, cluster.Registry.Host+"/") {
-		t.Errorf("container ran image %q, want the registry's %s", status.ImageID, netprobeImage)
+	_, digest, _ := strings.Cut(env.Netprobe, "@")
+	if !strings.HasSuffix(status.ImageID, "@"+digest) || !strings.HasPrefix(status.ImageID, env.Cluster.Registry.Host+"/") {
+		t.Errorf("container ran image %q, want the registry's %s", status.ImageID, env.Netprobe)
 	}
 	if term := status.State.Terminated; term != nil {
 		t.Logf("pod start: created %s, container started %s later", pod.CreationTimestamp.Format(time.TimeOnly), term.StartedAt.Sub(pod.CreationTimestamp.Time))

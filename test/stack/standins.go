@@ -161,6 +161,17 @@ func (r readyReporter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if u.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, nil
 	}
+	changed, err := SetReady(u, "reported Ready by the stack's "+r.operator+" stand-in")
+	if err != nil || !changed {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, r.client.Status().Update(ctx, u)
+}
+
+// SetReady sets an object's Ready condition True at its generation, with
+// message, as the operator of its kind would; it reports whether the
+// condition changed.
+func SetReady(u *unstructured.Unstructured, message string) (bool, error) {
 	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	others := make([]any, 0, len(conditions))
 	for _, c := range conditions {
@@ -170,19 +181,16 @@ func (r readyReporter) Reconcile(ctx context.Context, req reconcile.Request) (re
 			continue
 		}
 		if m["status"] == "True" && m["observedGeneration"] == u.GetGeneration() {
-			return reconcile.Result{}, nil
+			return false, nil
 		}
 	}
 	ready := map[string]any{
 		"type": "Ready", "status": "True", "reason": "Ready",
-		"message":            "reported Ready by the stack's " + r.operator + " stand-in",
+		"message":            message,
 		"observedGeneration": u.GetGeneration(),
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}
-	if err := unstructured.SetNestedSlice(u.Object, append(others, ready), "status", "conditions"); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{}, r.client.Status().Update(ctx, u)
+	return true, unstructured.SetNestedSlice(u.Object, append(others, ready), "status", "conditions")
 }
 
 // routeAcceptor plays a Gateway controller: it reports, for each Gateway

@@ -1,7 +1,8 @@
-// Command netprobe is the real-node suite's client and server in pods: it
-// serves HTTP, fetches a URL, resolves a name or dials an address, prints
-// what happened and exits 0 on success, 1 otherwise, so a pod's phase is
-// the verdict and its log the evidence.
+// Command netprobe is the real-node suites' client and server in pods: it
+// serves HTTP, fetches a URL, resolves a name, dials an address, runs an
+// image through Glance (glance) or keeps Glance busy (traffic), prints what
+// happened and exits 0 on success, 1 otherwise, so a pod's phase is the
+// verdict and its log the evidence.
 package main
 
 import (
@@ -17,14 +18,17 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: netprobe serve|http|dns|dial [flags]")
+		fmt.Fprintln(os.Stderr, "usage: netprobe serve|http|dns|dial|glance|traffic [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	addr := fs.String("addr", ":8080", "serve: listen address; dial: HOST:PORT")
+	addr := fs.String("addr", ":8080", "serve, traffic: listen address; dial: HOST:PORT")
 	url := fs.String("url", "", "http: the URL to GET")
 	name := fs.String("name", "", "dns: the name to resolve")
 	timeout := fs.Duration("timeout", 5*time.Second, "http, dns, dial: how long to wait")
+	workers := fs.Int("workers", 2, "traffic: concurrent clients")
+	var gf glanceFlags
+	gf.register(fs)
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -45,6 +49,10 @@ func main() {
 		}
 	case "dial":
 		err = dial(ctx, *addr)
+	case "glance":
+		err = roundTrip(gf)
+	case "traffic":
+		err = traffic(gf, *addr, *workers)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -1,6 +1,10 @@
-//go:build linux
-
-package conformance
+// Package keystone is a stand-in Keystone v3 for keystonemiddleware:
+// version discovery, password authentication with a project scope (POST
+// /v3/auth/tokens) and token validation (GET /v3/auth/tokens, which, like
+// Keystone, requires a valid token of the caller in X-Auth-Token). It knows
+// its users' passwords and accepts nothing else; changing a password revokes
+// the user's tokens, as Keystone does.
+package keystone
 
 import (
 	"crypto/rand"
@@ -12,59 +16,59 @@ import (
 	"time"
 )
 
-// keystone is a stand-in Keystone v3 for keystonemiddleware: version
-// discovery, password authentication with a project scope (POST
-// /v3/auth/tokens) and token validation (GET /v3/auth/tokens, which, like
-// Keystone, requires a valid token of the caller in X-Auth-Token). It knows
-// its users' passwords and accepts nothing else; changing a password revokes
-// the user's tokens, as Keystone does.
-type keystone struct {
-	// url is the versioned endpoint as pods see it (the catalog's URL).
+// Server is the stand-in Keystone.
+type Server struct {
+	// url is the versioned endpoint as clients see it (the catalog's URL).
 	url string
 
 	mu       sync.Mutex
-	users    map[string]*keystoneUser // by name
-	tokens   map[string]*keystoneToken
-	attempts []authAttempt
+	users    map[string]*user // by name
+	tokens   map[string]*token
+	attempts []Attempt
 }
 
-type keystoneUser struct {
+type user struct {
 	id, name, password string
 	project            string
 	roles              []string
 }
 
-type keystoneToken struct {
-	user    *keystoneUser
+type token struct {
+	user    *user
 	issued  time.Time
 	expires time.Time
 }
 
-// authAttempt is one password authentication: who, with which password
-// (tests compare it, it is never logged), and whether it was accepted.
-type authAttempt struct {
-	user     string
-	password string
-	ok       bool
-	at       time.Time
+// Attempt is one password authentication: who, with which password (tests
+// compare it, it is never logged), and whether it was accepted.
+type Attempt struct {
+	User     string    `json:"user"`
+	Password string    `json:"password"`
+	OK       bool      `json:"ok"`
+	At       time.Time `json:"at"`
 }
 
 const (
-	keystoneDomainID   = "default"
-	keystoneDomainName = "Default"
+	domainID   = "default"
+	domainName = "Default"
 )
 
-func newKeystone(url string) *keystone {
-	return &keystone{url: strings.TrimSuffix(url, "/"), users: map[string]*keystoneUser{}, tokens: map[string]*keystoneToken{}}
+// New returns a Keystone without users whose catalog names url, its
+// versioned endpoint as clients reach it.
+func New(url string) *Server {
+	return &Server{url: strings.TrimSuffix(url, "/"), users: map[string]*user{}, tokens: map[string]*token{}}
 }
 
-// setUser creates or updates a user; a changed password revokes its tokens.
-func (k *keystone) setUser(name, password, project string, roles ...string) {
+// URL is the versioned endpoint New was given, without a trailing slash.
+func (k *Server) URL() string { return k.url }
+
+// SetUser creates or updates a user; a changed password revokes its tokens.
+func (k *Server) SetUser(name, password, project string, roles ...string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	u, ok := k.users[name]
 	if !ok {
-		u = &keystoneUser{id: randomHex(16), name: name}
+		u = &user{id: randomHex(16), name: name}
 		k.users[name] = u
 	}
 	if u.password != password {
@@ -77,13 +81,13 @@ func (k *keystone) setUser(name, password, project string, roles ...string) {
 	u.password, u.project, u.roles = password, project, roles
 }
 
-// attemptsSince returns the password authentications of user since t.
-func (k *keystone) attemptsSince(user string, t time.Time) []authAttempt {
+// AttemptsSince returns the password authentications of user since t.
+func (k *Server) AttemptsSince(user string, t time.Time) []Attempt {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []authAttempt
+	var out []Attempt
 	for _, a := range k.attempts {
-		if a.user == user && !a.at.Before(t) {
+		if a.User == user && !a.At.Before(t) {
 			out = append(out, a)
 		}
 	}
@@ -96,7 +100,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (k *keystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (k *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch {
 	case path == "" && r.Method == http.MethodGet:
@@ -112,7 +116,7 @@ func (k *keystone) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (k *keystone) version() map[string]any {
+func (k *Server) version() map[string]any {
 	return map[string]any{
 		"id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
 		"links":       []any{map[string]any{"rel": "self", "href": k.url + "/"}},
@@ -160,10 +164,10 @@ type authRequest struct {
 }
 
 func inDefaultDomain(id, name string) bool {
-	return id == keystoneDomainID || name == keystoneDomainName
+	return id == domainID || name == domainName
 }
 
-func (k *keystone) authenticate(w http.ResponseWriter, r *http.Request) {
+func (k *Server) authenticate(w http.ResponseWriter, r *http.Request) {
 	var req authRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, keystoneError(400, "Bad Request", err.Error()))
@@ -176,7 +180,7 @@ func (k *keystone) authenticate(w http.ResponseWriter, r *http.Request) {
 	u := k.users[pu.Name]
 	ok := len(id.Methods) == 1 && id.Methods[0] == "password" && u != nil &&
 		inDefaultDomain(pu.Domain.ID, pu.Domain.Name) && pu.Password == u.password
-	k.attempts = append(k.attempts, authAttempt{user: pu.Name, password: pu.Password, ok: ok, at: time.Now()})
+	k.attempts = append(k.attempts, Attempt{User: pu.Name, Password: pu.Password, OK: ok, At: time.Now()})
 	if !ok {
 		writeJSON(w, http.StatusUnauthorized, keystoneError(401, "Unauthorized", "The request you have made requires authentication."))
 		return
@@ -187,14 +191,14 @@ func (k *keystone) authenticate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC()
-	t := &keystoneToken{user: u, issued: now, expires: now.Add(time.Hour)}
+	t := &token{user: u, issued: now, expires: now.Add(time.Hour)}
 	tokenID := "gAAAA" + randomHex(32)
 	k.tokens[tokenID] = t
 	w.Header().Set("X-Subject-Token", tokenID)
 	writeJSON(w, http.StatusCreated, k.tokenBody(t))
 }
 
-func (k *keystone) validate(w http.ResponseWriter, r *http.Request) {
+func (k *Server) validate(w http.ResponseWriter, r *http.Request) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	caller, ok := k.tokens[r.Header.Get("X-Auth-Token")]
@@ -212,9 +216,9 @@ func (k *keystone) validate(w http.ResponseWriter, r *http.Request) {
 
 func projectID(name string) string { return "p-" + name }
 
-func (k *keystone) tokenBody(t *keystoneToken) map[string]any {
+func (k *Server) tokenBody(t *token) map[string]any {
 	const layout = "2006-01-02T15:04:05.000000Z"
-	domain := map[string]any{"id": keystoneDomainID, "name": keystoneDomainName}
+	domain := map[string]any{"id": domainID, "name": domainName}
 	var roles []any
 	for _, r := range t.user.roles {
 		roles = append(roles, map[string]any{"id": "r-" + r, "name": r})

@@ -1,0 +1,241 @@
+package debianroot
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// TestGlanceSidImage: the Glance image of Debian unstable's root holds
+// glance-api and the overlay's entry points, none of Debian's default
+// /etc/glance config, runs as 42424, and says in its history which suite
+// it is from.
+func TestGlanceSidImage(t *testing.T) {
+	t.Parallel()
+	cfg, files := writtenImage(t, func(archive string) (v1.Hash, error) {
+		return WriteGlanceImage(GlanceSid, archive, "openstack/glance:2026.1")
+	}, "Glance from Debian sid's packages (hack/debianroots/glance-sid.packages)")
+	if cfg.Config.User != "42424:42424" {
+		t.Errorf("user %q, want 42424:42424", cfg.Config.User)
+	}
+	checkFiles(t, files, []string{"usr/bin/glance-api", "usr/bin/glance-manage", "usr/bin/uwsgi", "usr/local/bin/uwsgi", "var/lib/openstack/bin/glance-wsgi-api"},
+		"Debian's default config", GlanceDefaultConfig)
+	if h := files["etc/glance/"]; h == nil {
+		t.Error("etc/glance/ missing: only its default config files are left out")
+	}
+	if h := files["var/lib/glance/"]; h == nil || h.Uid != 42424 || h.Gid != 42424 {
+		t.Errorf("var/lib/glance/: %+v, want owned by 42424:42424, the renumbered glance user", h)
+	}
+}
+
+// TestMariaDBImage: the MariaDB image holds the server, the installer and
+// the client, runs as root with a PATH, has no data directory content and
+// no default command.
+func TestMariaDBImage(t *testing.T) {
+	t.Parallel()
+	cfg, files := writtenImage(t, func(archive string) (v1.Hash, error) {
+		return WriteMariaDBImage(archive, "library/mariadb:trixie")
+	}, "MariaDB from Debian trixie's packages (hack/debianroots/mariadb.packages)")
+	if cfg.Config.User != "0:0" {
+		t.Errorf("user %q, want 0:0", cfg.Config.User)
+	}
+	if !slices.ContainsFunc(cfg.Config.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") && strings.Contains(e, "/usr/sbin") }) {
+		t.Errorf("env %q, want a PATH with /usr/sbin", cfg.Config.Env)
+	}
+	if len(cfg.Config.Cmd) > 0 || len(cfg.Config.Entrypoint) > 0 {
+		t.Errorf("entrypoint %q, cmd %q, want none", cfg.Config.Entrypoint, cfg.Config.Cmd)
+	}
+	checkFiles(t, files, []string{"usr/sbin/mariadbd", "usr/bin/mariadb-install-db", "usr/bin/mariadb", "etc/mysql/my.cnf", "var/lib/mysql/"},
+		"files of the data directory or the documentation", func(name string) bool {
+			return strings.HasPrefix(name, "var/lib/mysql/") && name != "var/lib/mysql/" || strings.HasPrefix(name, "usr/share/doc/")
+		})
+}
+
+// TestDir: a root missing from the directory an override names is an error
+// naming the make target that builds it; GLANCE_CONFORMANCE_ROOT still
+// overrides the Glance root; each definition names its suite.
+func TestDir(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv(MariaDB.Env(), empty)
+	if _, err := MariaDB.Dir(); err == nil || !strings.Contains(err.Error(), "make realnode-roots") || !strings.Contains(err.Error(), "usr/sbin/mariadbd") {
+		t.Errorf("MariaDB.Dir() in an empty directory: %v, want an error naming usr/sbin/mariadbd and make realnode-roots", err)
+	}
+	if MariaDB.Env() != "DEBIAN_ROOT_MARIADB" || GlanceSid.Env() != "DEBIAN_ROOT_GLANCE_SID" {
+		t.Errorf("variables %s, %s", MariaDB.Env(), GlanceSid.Env())
+	}
+
+	fake := t.TempDir()
+	for _, f := range Glance.Files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(fake, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(fake, f), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(Glance.Env(), "")
+	t.Setenv("GLANCE_CONFORMANCE_ROOT", fake)
+	if dir, err := Glance.Dir(); err != nil || dir != fake {
+		t.Errorf("Glance.Dir() with GLANCE_CONFORMANCE_ROOT=%s: %q, %v", fake, dir, err)
+	}
+	t.Setenv("GLANCE_CONFORMANCE_ROOT", empty)
+	if _, err := Glance.Dir(); err == nil || !strings.Contains(err.Error(), "make conformance-root") {
+		t.Errorf("Glance.Dir() in an empty directory: %v, want an error naming make conformance-root", err)
+	}
+
+	for r, want := range map[*Root]string{&Glance: "trixie", &GlanceSid: "sid", &MariaDB: "trixie"} {
+		if got, err := r.Suite(); err != nil || got != want {
+			t.Errorf("%s: suite %q, %v, want %q", r.Name, got, err, want)
+		}
+	}
+}
+
+// writtenImage writes an image with write, opens it, checks its history holds
+// comment, and returns its config and its layers' entries.
+func writtenImage(t *testing.T, write func(archive string) (v1.Hash, error), comment string) (*v1.ConfigFile, map[string]*tar.Header) {
+	t.Helper()
+	archive := filepath.Join(t.TempDir(), "image.oci.tar")
+	digest, err := write(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := layoutImage(t, archive, digest)
+	return configOf(t, img, comment), layerFiles(t, img)
+}
+
+// layoutImage extracts an OCI layout archive and opens its image digest
+// with go-containerregistry's layout package.
+func layoutImage(t *testing.T, archive string, digest v1.Hash) v1.Image {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = eachEntry(f, func(h *tar.Header, r io.Reader) error {
+		if !filepath.IsLocal(h.Name) {
+			return fmt.Errorf("entry %q leaves the layout", h.Name)
+		}
+		path := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			return os.MkdirAll(path, 0o755)
+		case tar.TypeReg:
+			return writeFile(path, r)
+		}
+		return fmt.Errorf("entry %q has type %q, want files and directories", h.Name, h.Typeflag)
+	})
+	if err != nil {
+		t.Fatalf("extracting %s: %v", archive, err)
+	}
+	index, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatalf("opening %s as an OCI layout: %v", archive, err)
+	}
+	img, err := index.Image(digest)
+	if err != nil {
+		t.Fatalf("%s has no image %s: %v", archive, digest, err)
+	}
+	return img
+}
+
+func writeFile(path string, r io.Reader) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// checkFiles reports each name of want that files lacks, and the names in
+// files that unwanted, described by what, reports.
+func checkFiles(t *testing.T, files map[string]*tar.Header, want []string, what string, unwanted func(string) bool) {
+	t.Helper()
+	for _, name := range want {
+		if _, ok := files[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	var extra []string
+	for name := range files {
+		if unwanted(name) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		slices.Sort(extra)
+		t.Errorf("%d %s in the image: %q...", len(extra), what, extra[:min(len(extra), 3)])
+	}
+}
+
+// configOf returns img's config, checking its history holds comment.
+func configOf(t *testing.T, img v1.Image, comment string) *v1.ConfigFile {
+	t.Helper()
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(cfg.History, func(h v1.History) bool { return h.Comment == comment }) {
+		t.Errorf("history %+v, want the comment %q", cfg.History, comment)
+	}
+	return cfg
+}
+
+// layerFiles returns the headers of every layer's entries by name, a
+// directory's with its trailing slash; an upper layer's entry replaces a
+// lower one's.
+func layerFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*tar.Header{}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = eachEntry(rc, func(h *tar.Header, _ io.Reader) error {
+			files[h.Name] = h
+			return nil
+		})
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+// eachEntry calls fn with each entry of the tar stream r, up to the first
+// error.
+func eachEntry(r io.Reader, fn func(h *tar.Header, r io.Reader) error) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(h, tr); err != nil {
+			return err
+		}
+	}
+}

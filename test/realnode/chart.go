@@ -1,0 +1,168 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/pkg/operator"
+	"github.com/c5c3/glance-operator/test/chart"
+	"github.com/c5c3/glance-operator/test/controlplane"
+)
+
+// OperatorNamespace is where the suites install the chart.
+const OperatorNamespace = "glance-system"
+
+// The chart's Deployments, for release chart.ReleaseName.
+const (
+	ManagerDeployment = chart.ReleaseName + "-manager"
+	WebhookDeployment = chart.ReleaseName + "-webhook"
+)
+
+// ProductImages are the chart's images, as `make images` builds them,
+// pushed to the registry: the reference by digest of each binary.
+type ProductImages struct{ Operator, Webhook string }
+
+// PushProductImages builds both images with `make images`' builder into
+// dir and pushes them under their published repository names.
+func PushProductImages(ctx context.Context, reg *controlplane.Registry, dir string) (ProductImages, error) {
+	results, err := ociimage.Build(ctx, ociimage.Options{OutDir: dir})
+	if err != nil {
+		return ProductImages{}, err
+	}
+	var imgs ProductImages
+	for i, r := range results {
+		repo, tag, _ := strings.Cut(r.Reference, ":")
+		_, repo, _ = strings.Cut(repo, "/") // without the registry host
+		ref, err := reg.Push(ctx, r.Path, repo, tag)
+		if err != nil {
+			return ProductImages{}, err
+		}
+		if !strings.HasSuffix(ref, "@"+r.Digest.String()) {
+			return ProductImages{}, fmt.Errorf("%s pushed as %s, but make images printed %s", r.Path, ref, r.Digest)
+		}
+		switch ociimage.Images[i].Name {
+		case "glance-operator":
+			imgs.Operator = ref
+		case "glance-webhook":
+			imgs.Webhook = ref
+		}
+	}
+	return imgs, nil
+}
+
+// imageValues points a component's image at a reference by digest.
+func imageValues(ref string) map[string]any {
+	repo, digest, _ := strings.Cut(ref, "@")
+	return map[string]any{"image": map[string]any{"repository": repo, "digest": digest}}
+}
+
+// InstallChart runs `helm install` of the chart with its default values
+// but the images, and waits for both Deployments to be available.
+func (e *Env) InstallChart(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	values := map[string]any{
+		"manager": imageValues(e.Images.Operator),
+		"webhook": imageValues(e.Images.Webhook),
+	}
+	if _, err := chart.InstallRelease(e.Cluster.Kubeconfig, OperatorNamespace, values); err != nil {
+		return 0, err
+	}
+	for _, name := range []string{ManagerDeployment, WebhookDeployment} {
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+			d, err := e.CS.AppsV1().Deployments(OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas, nil
+		}); err != nil {
+			return 0, fmt.Errorf("the chart's %s Deployment did not become available: %w%s", name, err, e.DeploymentPods(ctx, OperatorNamespace, name))
+		}
+	}
+	return time.Since(start), nil
+}
+
+// DeploymentPods describes the pods of a Deployment, by the name prefix
+// its ReplicaSets give them, for a failure message.
+func (e *Env) DeploymentPods(ctx context.Context, ns, name string) string {
+	pods, err := e.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "\n(pods: " + err.Error() + ")"
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, name+"-") {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  pod %s: %s", p.Name, p.Status.Phase)
+		for _, s := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, " %s ready=%v restarts=%d", s.Name, s.Ready, s.RestartCount)
+			if w := s.State.Waiting; w != nil {
+				fmt.Fprintf(&b, " waiting %s: %s", w.Reason, w.Message)
+			}
+			if term := s.LastTerminationState.Terminated; term != nil {
+				fmt.Fprintf(&b, " last exit %d %s", term.ExitCode, term.Reason)
+			}
+		}
+		b.WriteString(e.PodEvents(ctx, ns, p.Name))
+	}
+	return b.String()
+}
+
+// RunningPods lists the running pods of a Deployment.
+func (e *Env) RunningPods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	d, err := e.CS.AppsV1().Deployments(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.CS.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			running = append(running, p)
+		}
+	}
+	return running
+}
+
+// LeaseHolder waits for the manager's leader lease to be held by someone
+// other than not, and returns the holder.
+func (e *Env) LeaseHolder(t *testing.T, not string) string {
+	t.Helper()
+	var holder string
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var lease *coordinationv1.Lease
+		lease, err := e.CS.CoordinationV1().Leases(OperatorNamespace).Get(ctx, operator.LeaderElectionID, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if lease.Spec.HolderIdentity == nil {
+			return false, nil
+		}
+		holder = *lease.Spec.HolderIdentity
+		return holder != "" && holder != not, nil
+	}); err != nil {
+		t.Fatalf("lease %s/%s held by %q (waiting for a holder other than %q): %v", OperatorNamespace, operator.LeaderElectionID, holder, not, err)
+	}
+	return holder
+}

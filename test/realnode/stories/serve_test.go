@@ -1,0 +1,91 @@
+package stories
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// roundTrip is what `netprobe glance` reports.
+type roundTrip struct {
+	ID               string `json:"id"`
+	SHA256           string `json:"sha256"`
+	Size             int64  `json:"size"`
+	Listed           bool   `json:"listed"`
+	DownloadedSHA256 string `json:"downloadedSHA256"`
+	DownloadedSize   int64  `json:"downloadedSize"`
+}
+
+// uploadFromPod runs a client pod that uploads an image through api, lists
+// it and downloads it; it returns what the client saw.
+func (s *scene) uploadFromPod(t *testing.T, name, api string) roundTrip {
+	t.Helper()
+	return s.clientPod(t, name, "-api", api)
+}
+
+// clientPod runs `netprobe glance` with args as the demo user, and returns
+// what it reports; the client failing fails the test.
+func (s *scene) clientPod(t *testing.T, name string, args ...string) roundTrip {
+	t.Helper()
+	args = append([]string{"glance", "-keystone", s.keystoneURL(), "-password", demoPassword}, args...)
+	phase, log := env.RunPod(t, s.ns, env.ProbePod(name, args...))
+	var rt roundTrip
+	for _, line := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(line, "result "); ok {
+			if err := json.Unmarshal([]byte(rest), &rt); err != nil {
+				t.Fatalf("client %s: %v in %q", name, err, line)
+			}
+		}
+	}
+	if phase != corev1.PodSucceeded || rt.ID == "" {
+		t.Fatalf("client %s %v: pod %s; log:\n%s", name, args, phase, log)
+	}
+	return rt
+}
+
+// TestServe: a Glance with an S3 backend turns Ready on the node, for each
+// launch mode; a client pod uploads an image through the Service (by its
+// ClusterIP, then by its DNS name), lists it and downloads it with a
+// matching checksum, and the object is in the S3 bucket. The reference's
+// basic-deployment step ends the story: a pod gets 200 from
+// /healthcheck.
+func TestServe(t *testing.T) {
+	for _, release := range glanceReleases {
+		t.Run(release, func(t *testing.T) {
+			t.Parallel()
+			s := newScene(t, release, nil)
+			svc, err := env.CS.CoreV1().Services(s.ns).Get(t.Context(), glanceName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byIP := fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, v1alpha1.APIPort)
+			for _, via := range []struct{ name, api string }{{"by-clusterip", byIP}, {"by-dns-name", s.apiURL()}} {
+				t.Run(via.name, func(t *testing.T) {
+					start := time.Now()
+					rt := s.uploadFromPod(t, via.name, via.api)
+					if !rt.Listed || rt.DownloadedSHA256 != rt.SHA256 || rt.DownloadedSize != rt.Size {
+						t.Errorf("round trip through %s: %+v", via.api, rt)
+					}
+					obj, ok := s.object(t, rt.ID)
+					if !ok || obj.SHA256 != rt.SHA256 || obj.Size != rt.Size {
+						t.Errorf("S3 object %s/%s: present %v, %+v; want sha256 %s, %d bytes", bucket, rt.ID, ok, obj, rt.SHA256, rt.Size)
+					}
+					t.Logf("%s: client pod uploaded, listed and downloaded %d bytes in %s", via.name, rt.Size, time.Since(start).Round(100*time.Millisecond))
+				})
+			}
+			t.Run("healthcheck", func(t *testing.T) {
+				phase, log := env.RunPod(t, s.ns, env.ProbePod("healthcheck", "http", "-url", s.apiURL()+"/healthcheck"))
+				if phase != corev1.PodSucceeded || !strings.Contains(log, "status 200") {
+					t.Errorf("GET %s/healthcheck from a pod: %s; log:\n%s", s.apiURL(), phase, log)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,108 @@
+package stories
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/c5c3/glance-operator/test/glanceclient"
+)
+
+// trafficPort is where a traffic pod serves its stats.
+const trafficPort = 8080
+
+// traffic is a client pod sending list, download and upload requests
+// through Glance's Service by its DNS name, without pause.
+type traffic struct {
+	// stats is the pod's stats endpoint, by pod IP.
+	stats string
+}
+
+// startTraffic runs a traffic pod and waits until its first requests are
+// done.
+func (s *scene) startTraffic(t *testing.T) *traffic {
+	t.Helper()
+	ctx := t.Context()
+	pod := env.ProbePod("traffic", "traffic", "-addr", fmt.Sprintf(":%d", trafficPort), "-workers", "2", "-size", "65536",
+		"-api", s.apiURL(), "-keystone", s.keystoneURL(), "-password", demoPassword)
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(trafficPort)}},
+		PeriodSeconds: 1,
+	}
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+	if _, err := env.CS.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready, err := env.WaitPodReady(ctx, s.ns, pod.Name)
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, env.PodLog(t, s.ns, pod.Name))
+	}
+	tr := &traffic{stats: fmt.Sprintf("http://%s:%d/stats", ready.Status.PodIP, trafficPort)}
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	if st := tr.window(t, start, time.Now()); st.Requests == 0 || st.Failed > 0 {
+		t.Fatalf("traffic before the story: %+v", st)
+	}
+	return tr
+}
+
+// window is what the traffic saw of the requests it started between from
+// and to.
+func (tr *traffic) window(t *testing.T, from, to time.Time) glanceclient.Stats {
+	t.Helper()
+	q := url.Values{"from": {from.UTC().Format(time.RFC3339Nano)}, "to": {to.UTC().Format(time.RFC3339Nano)}}
+	resp, err := http.Get(tr.stats + "?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st glanceclient.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// report checks that no request of the window failed, and logs the count
+// and the latency.
+func (tr *traffic) report(t *testing.T, what string, from, to time.Time) {
+	t.Helper()
+	// Requests started before to may still be running: let them end.
+	st := tr.window(t, from, to)
+	for deadline := time.Now().Add(time.Minute); st.Pending > 0 && time.Now().Before(deadline); st = tr.window(t, from, to) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%s (%s): %d requests %v, %d failed, p50 %s, p99 %s, max %s", what, to.Sub(from).Round(100*time.Millisecond),
+		st.Requests, st.ByOp, st.Failed, st.P50.Round(time.Millisecond), st.P99.Round(time.Millisecond), st.Max.Round(time.Millisecond))
+	if st.Requests == 0 {
+		t.Errorf("%s: no request ran", what)
+	}
+	if st.Failed > 0 {
+		for _, e := range st.Errors {
+			t.Errorf("%s: %s at %s failed after %s: %s", what, e.Op, e.At.Format(time.TimeOnly+".000"), e.Dur.Round(time.Millisecond), e.Err)
+		}
+	}
+}
+
+// podUIDs are the running Glance pods and their restart counts.
+func (s *scene) podUIDs(t *testing.T) map[string]int32 {
+	t.Helper()
+	pods := map[string]int32{}
+	for _, p := range env.RunningPods(t, s.ns, glanceName) {
+		var restarts int32
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		pods[string(p.UID)] = restarts
+	}
+	return pods
+}

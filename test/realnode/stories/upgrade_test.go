@@ -1,0 +1,92 @@
+package stories
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+)
+
+// TestUpgradeUnderTraffic: 2025.2 (eventlet) to 2026.1 (uWSGI) while a
+// client sends list, download and upload requests through the Service
+// without pause. Expand, migrate, rollout and contract run for real against
+// MariaDB; no request fails, and the story reports the requests and their
+// p99 during the rollout.
+func TestUpgradeUnderTraffic(t *testing.T) {
+	s := newScene(t, "2025.2", nil)
+	tr := s.startTraffic(t)
+	s.upgrade(t, tr, "2026.1")
+}
+
+// upgrade moves the scene's Glance to release under the traffic, and
+// checks that each phase ran, that the pods run the new release's image,
+// and that no request failed.
+func (s *scene) upgrade(t *testing.T, tr *traffic, release string) {
+	t.Helper()
+	g := s.waitReady(t, 0)
+	from := g.Spec.OpenStackRelease
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.OpenStackRelease = release
+	g.Spec.Image.Tag = release
+	start := time.Now()
+	if err := cl.Patch(t.Context(), g, patch); err != nil {
+		t.Fatal(err)
+	}
+	phases := s.watchPhases(t, g.Generation, release)
+	end := time.Now()
+	tr.report(t, "upgrade "+from+" to "+release, start, end)
+	for _, want := range []v1alpha1.UpgradePhase{v1alpha1.UpgradePhaseExpanding, v1alpha1.UpgradePhaseRollingUpdate} {
+		if !phases[want] {
+			t.Errorf("the upgrade never showed phase %s (saw %v)", want, phases)
+		}
+	}
+	d := s.deployment(t)
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == "glance-api" && c.Image != glanceRepository+":"+release {
+			t.Errorf("after the upgrade glance-api runs %s", c.Image)
+		}
+	}
+	for _, p := range env.RunningPods(t, s.ns, glanceName) {
+		for _, c := range p.Status.ContainerStatuses {
+			if !c.Ready {
+				t.Errorf("pod %s container %s not Ready after the upgrade", p.Name, c.Name)
+			}
+		}
+	}
+	rt := s.uploadFromPod(t, "after-upgrade", s.apiURL())
+	if !rt.Listed || rt.DownloadedSHA256 != rt.SHA256 {
+		t.Errorf("round trip after the upgrade: %+v", rt)
+	}
+}
+
+// watchPhases waits until the Glance reports release installed and Ready
+// at generation, and returns the upgrade phases it saw on the way.
+func (s *scene) watchPhases(t *testing.T, generation int64, release string) map[v1alpha1.UpgradePhase]bool {
+	t.Helper()
+	seen := map[v1alpha1.UpgradePhase]bool{}
+	g := &v1alpha1.Glance{}
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 8*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, keyOf(s.ns, glanceName), g); err != nil {
+			return false, err
+		}
+		if g.Status.UpgradePhase != "" {
+			seen[g.Status.UpgradePhase] = true
+		}
+		for _, c := range g.Status.Conditions {
+			if c.Type == v1alpha1.ConditionReady {
+				return c.Status == metav1.ConditionTrue && c.ObservedGeneration >= generation &&
+					g.Status.InstalledRelease == release && g.Status.UpgradePhase == "", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the upgrade to %s did not finish (installed %q, phase %q): %v\n%s", release, g.Status.InstalledRelease, g.Status.UpgradePhase, err, s.describe(context.Background(), g))
+	}
+	return seen
+}
