@@ -6,6 +6,9 @@ K8S_VERSION := v1.37.2
 CONTROL_PLANE_BIN := $(CURDIR)/bin/k8s/$(K8S_VERSION)
 RUN_DIR := $(CURDIR)/.run
 TEST_TIMEOUT ?= 30m
+# NODE=real runs a real node (kubelet, containerd, kube-proxy, CoreDNS; root)
+# instead of kwok's fake ones, for make run and make cluster.
+NODE ?= kwok
 BENCHTIME ?= 2s
 WEBHOOK_MEMORY_LOAD ?= 60s
 FUZZTIME_TEST ?= 15s
@@ -20,9 +23,13 @@ help: ## List the targets.
 ##@ Main commands
 
 .PHONY: run
-run: control-plane localcluster ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it.
+run: control-plane localcluster $(if $(filter real,$(NODE)),realnode-roots) ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it. NODE=real: a real node, the chart installed with helm, a sample Glance serving uploads.
+ifeq ($(NODE),real)
+	exec bin/localcluster -mode=cluster -node=real -dir=$(RUN_DIR)/cluster
+else
 	exec bin/localcluster -mode=cluster -dir=$(RUN_DIR)/cluster \
 		-apply test/samples/dependencies.yaml -apply test/samples/glance.yaml
+endif
 
 .PHONY: test
 test: control-plane conformance-root realnode-roots verify-generated vet ## Run every suite: real control plane, real Glance.
@@ -130,9 +137,6 @@ conformance-root: ## Build the Debian trixie root with Glance for the conformanc
 realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade and trixie's MariaDB (once; root + debootstrap).
 	hack/debianroots/build.sh glance-sid mariadb
 
-# NODE=real runs a real node (kubelet, containerd, kube-proxy, CoreDNS; root)
-# instead of kwok's fake ones.
-NODE ?= kwok
 
 .PHONY: cluster
 cluster: control-plane localcluster ## Start a full local cluster with all CRDs (no sample) until Ctrl-C; NODE=real for a real node.

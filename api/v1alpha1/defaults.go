@@ -13,9 +13,9 @@ const (
 	DefaultMaxUnavailable                      = 0
 
 	DefaultCPURequest    = "100m"
-	DefaultMemoryRequest = "256Mi"
+	DefaultMemoryRequest = "512Mi"
 	DefaultCPULimit      = "500m"
-	DefaultMemoryLimit   = "512Mi"
+	DefaultMemoryLimit   = "1Gi"
 
 	DefaultDatabasePort             int32 = 3306
 	DefaultDatabasePasswordKey            = "password"
@@ -29,7 +29,11 @@ const (
 	DefaultServiceProjectDomainName       = "Default"
 	DefaultServiceUserPasswordKey         = "password"
 
-	DefaultUWSGIProcesses     int32 = 2
+	DefaultUWSGIProcesses int32 = 2
+	// DefaultEventletWorkers is [DEFAULT] workers when apiServer.workers is
+	// unset: Glance would start one per CPU of the node, whatever the
+	// container's memory limit.
+	DefaultEventletWorkers    int32 = 2
 	DefaultUWSGIThreads       int32 = 1
 	DefaultUWSGIHTTPKeepAlive       = true
 

@@ -210,7 +210,8 @@ type GlanceDeploymentSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// resources of the glance-api container. Empty means requests of
-	// 100m CPU / 256Mi memory and limits of 500m CPU / 512Mi memory.
+	// 100m CPU / 512Mi memory and limits of 500m CPU / 1Gi memory: two
+	// workers under load hold about 250Mi each.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitzero"`
 
@@ -404,8 +405,9 @@ type ServiceUserSpec struct {
 
 // APIServerSpec tunes the API server process.
 type APIServerSpec struct {
-	// workers is the number of eventlet API workers ([DEFAULT] workers).
-	// Effective only below 2026.1.
+	// workers is the number of eventlet API workers ([DEFAULT] workers),
+	// 2 when unset rather than Glance's one per CPU of the node. Effective
+	// only below 2026.1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Workers *int32 `json:"workers,omitempty"`

@@ -30,6 +30,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/operatortest"
+	"github.com/c5c3/glance-operator/test/realnode"
 	"github.com/c5c3/glance-operator/test/stack"
 )
 
@@ -123,10 +124,23 @@ func run(ctx context.Context, o options) error {
 	if o.node != "kwok" && o.node != "real" {
 		return fmt.Errorf("unknown -node %q: want kwok or real", o.node)
 	}
-	if o.node == "real" && (o.mode != "cluster" || o.withOperator) {
-		return errors.New("-node=real runs the bare cluster for now: use -mode=cluster -operator=false (make cluster NODE=real)")
+	if o.node == "real" && o.mode != "cluster" {
+		return errors.New("-node=real needs -mode=cluster")
 	}
+	var glances []client.ObjectKey
+	// scene is the real node's sample Glance and its stand-ins.
+	var scene *realnode.Scene
 	switch {
+	case o.mode == "cluster" && o.withOperator && o.node == "real":
+		if len(o.apply) > 0 {
+			return errors.New("-node=real sets its own scene: -apply is for kwok clusters")
+		}
+		rn, err := startRealNode(ctx, absDir)
+		if err != nil {
+			return err
+		}
+		cfg, kubeconfig, stopFn, scene = rn.env.Cluster.Config, rn.env.Cluster.Kubeconfig, rn.stop, rn.scene
+		glances = append(glances, client.ObjectKey{Namespace: rn.scene.Namespace, Name: realnode.GlanceName})
 	case o.mode == "cluster" && o.withOperator:
 		s, err := stack.Start(ctx, stack.Options{Dir: absDir, Nodes: o.nodes, KwokStages: o.stages, Progress: os.Stdout})
 		if err != nil {
@@ -174,7 +188,6 @@ func run(ctx context.Context, o options) error {
 
 	fmt.Println("installed CRDs: Glance, GlanceBackend, mariadb-operator, External Secrets, Gateway API, cert-manager")
 	logs := filepath.Join(absDir, "logs")
-	var glances []client.ObjectKey
 	if len(o.apply) > 0 {
 		// Admission warnings are printed as kubectl prints them.
 		cfg := rest.CopyConfig(cfg)
@@ -212,8 +225,14 @@ func run(ctx context.Context, o options) error {
 			kubectl = rel
 		}
 	}
-	fmt.Printf("\nkubeconfig: %s\ntry:        %s --kubeconfig %s get gl,glb -A\nlogs:       %s\n\nPress Ctrl-C to stop.\n",
+	fmt.Printf("\nkubeconfig: %s\ntry:        %s --kubeconfig %s get gl,glb -A\nlogs:       %s\n",
 		kubeconfig, kubectl, kubeconfig, logs)
+	if scene != nil {
+		if err := printUpload(ctx, cfg, scene); err != nil {
+			return err
+		}
+	}
+	fmt.Println("\nPress Ctrl-C to stop.")
 	<-ctx.Done()
 	return nil
 }

@@ -80,8 +80,8 @@ func TestDeploymentDefaults(t *testing.T) {
 		t.Errorf("preStop %+v", h)
 	}
 	wantRes := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse(v1alpha1.DefaultMemoryRequest)},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse(v1alpha1.DefaultMemoryLimit)},
 	}
 	if !reflect.DeepEqual(api.Resources, wantRes) {
 		t.Errorf("resources %v", api.Resources)

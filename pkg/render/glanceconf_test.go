@@ -3,6 +3,7 @@ package render
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestGlanceAPIConf(t *testing.T) {
 			want: map[[2]string]string{
 				{"DEFAULT", "bind_host"}:                                "0.0.0.0",
 				{"DEFAULT", "bind_port"}:                                "9292",
-				{"DEFAULT", "workers"}:                                  absent,
+				{"DEFAULT", "workers"}:                                  strconv.Itoa(int(v1alpha1.DefaultEventletWorkers)),
 				{"DEFAULT", "debug"}:                                    "false",
 				{"DEFAULT", "image_cache_dir"}:                          absent,
 				{"DEFAULT", "enabled_import_methods"}:                   "[glance-direct,web-download]",

@@ -239,6 +239,9 @@ func cleanupHostOf(dir string) error {
 	errs = append(errs, killAll(func() []int { return shimProcesses(rec.Socket) }))
 	errs = append(errs, unmountUnder(rec.Dir))
 	errs = append(errs, removeCgroups())
+	for _, l := range containerLogLinks(rec.Dir) {
+		errs = append(errs, os.Remove(l))
+	}
 	if _, err := os.Stat("/sys/class/net/" + nodeBridge); err == nil {
 		// A pod's veth goes with its network namespace, which the kernel
 		// may keep for minutes after its processes died (its sockets
@@ -306,6 +309,9 @@ func HostLeftovers(dir string) ([]string, error) {
 	}
 	for _, c := range nodeCgroups() {
 		found = append(found, "cgroup "+c)
+	}
+	for _, l := range containerLogLinks(dir) {
+		found = append(found, "log link "+l)
 	}
 	links, err := os.ReadDir("/sys/class/net")
 	if err != nil {
@@ -604,4 +610,25 @@ func dirsDeepestFirst(root string) []string {
 	})
 	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
 	return dirs
+}
+
+// containerLogsDir is where the kubelet links each container's log, whatever
+// its podLogsDir.
+const containerLogsDir = "/var/log/containers"
+
+// containerLogLinks are the kubelet's links to the logs of the node of the
+// cluster directory dir.
+func containerLogLinks(dir string) []string {
+	entries, err := os.ReadDir(containerLogsDir)
+	if err != nil {
+		return nil
+	}
+	var links []string
+	for _, e := range entries {
+		p := filepath.Join(containerLogsDir, e.Name())
+		if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, dir+"/") {
+			links = append(links, p)
+		}
+	}
+	return links
 }

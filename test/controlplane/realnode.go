@@ -174,7 +174,9 @@ func (c *Cluster) startNode(ctx context.Context, bin string, pk *pki, server str
 	// resolv.conf: the pods' DNS is the cluster's, which answers
 	// cluster.local alone. The eviction thresholds are low, so the node
 	// evicts for a pod's own limits (an emptyDir over its sizeLimit), not
-	// for this machine's disk.
+	// for this machine's disk; volume usage is measured every 10s, not
+	// every minute, so an emptyDir over its bound is seen in seconds. Pod
+	// logs stay in the cluster's directory, not the machine's /var/log.
 	kubeletConfig := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -197,11 +199,13 @@ failSwapOn: false
 serializeImagePulls: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 evictionPressureTransitionPeriod: 10s
+volumeStatsAggPeriod: 10s
+podLogsDir: %[8]s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 syncFrequency: 10s
 fileCheckFrequency: 10s
-`, c.containerdSocket(), NodeIP, kubeletPort, kubeletHealth, pk.path("ca.crt"), ClusterDomain, ClusterDNSIP)
+`, c.containerdSocket(), NodeIP, kubeletPort, kubeletHealth, pk.path("ca.crt"), ClusterDomain, ClusterDNSIP, filepath.Join(c.Dir, "pod-logs"))
 	kubeletConfigPath := filepath.Join(c.Dir, "kubelet.yaml")
 	if err := os.WriteFile(kubeletConfigPath, []byte(kubeletConfig), 0o644); err != nil {
 		return err

@@ -58,7 +58,7 @@ func TestAdmission(t *testing.T) {
 	switch {
 	case d == nil || ptr.Deref(d.Replicas, 0) != 3:
 		t.Errorf("spec.deployment %+v, want the webhook's default of 3 replicas", d)
-	case !d.Resources.Requests.Cpu().Equal(resource.MustParse("100m")) || !d.Resources.Limits.Memory().Equal(resource.MustParse("512Mi")):
+	case !d.Resources.Requests.Cpu().Equal(resource.MustParse("100m")) || !d.Resources.Limits.Memory().Equal(resource.MustParse(v1alpha1.DefaultMemoryLimit)):
 		t.Errorf("spec.deployment.resources %+v, want the webhook's defaults", d.Resources)
 	}
 	if u := g.Spec.APIServer.UWSGI; ptr.Deref(u.Processes, 0) != 4 || ptr.Deref(u.Threads, 0) != 1 || !ptr.Deref(u.HTTPKeepAlive, false) {

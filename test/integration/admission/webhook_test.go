@@ -96,7 +96,7 @@ func TestDefaultsApplied(t *testing.T) {
 	// period and preStop sleep from the schema defaults the API server
 	// applies again after the webhook's patch created the block.
 	if d == nil || *d.Replicas != 3 || *d.TerminationGracePeriodSeconds != 30 || *d.PreStopSleepSeconds != 5 ||
-		d.Resources.Requests.Cpu().String() != "100m" || d.Resources.Limits.Memory().String() != "512Mi" {
+		d.Resources.Requests.Cpu().String() != "100m" || d.Resources.Limits.Memory().String() != v1alpha1.DefaultMemoryLimit {
 		t.Fatalf("deployment defaults missing: %+v", d)
 	}
 	if l := got.Spec.Logging; l == nil || l.Format != v1alpha1.LogFormatText || l.Level != "INFO" || l.Debug == nil || *l.Debug {

@@ -28,19 +28,21 @@ var (
 	env *realnode.Env
 	// cl is a cluster-admin client that knows the product's kinds.
 	cl client.Client
-	// standIns serves Keystone and S3 in pods; mariadb is the MariaDB
-	// server image; both by digest.
-	standIns, mariadb string
-	// glanceRepository holds the Glance images, tagged by release.
-	glanceRepository string
+	// sceneImages are the stand-ins', MariaDB's and Glance's images.
+	sceneImages realnode.SceneImages
 	// installed is how long helm install took until both Deployments
-	// were available.
-	installed time.Duration
+	// were available; installStarted is when it began.
+	installed      time.Duration
+	installStarted time.Time
 )
 
 // glanceReleases are the releases the Glance image is tagged for: one
 // per launch mode (2025.2 runs eventlet, 2026.1 uWSGI).
 var glanceReleases = []string{"2025.2", "2026.1"}
+
+// sidRelease tags the Glance image of Debian sid's packages (Glance 33):
+// the release after glanceReleases, for the schema migration story.
+const sidRelease = "2026.2"
 
 var keep = flag.Bool("stories.keep", false, "leave the cluster's directory (logs, kubeconfigs) behind after the suite")
 
@@ -105,36 +107,22 @@ func setUp(ctx context.Context) (stop func() error, err error) {
 	if cl, err = client.New(env.Cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
-	reg, dir := env.Cluster.Registry, env.ImageDir()
-	if standIns, err = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1"); err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	archive := filepath.Join(dir, "mariadb.oci.tar")
-	if _, err := debianroot.WriteMariaDBImage(archive, "test/mariadb:trixie"); err != nil {
+	if sceneImages, err = env.PushSceneImages(ctx, debianroot.Glance, glanceReleases); err != nil {
 		return nil, err
 	}
-	if mariadb, err = reg.Push(ctx, archive, "test/mariadb", "trixie"); err != nil {
-		return nil, err
-	}
-	fmt.Printf("MariaDB image built and pushed in %s\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("stand-in, MariaDB and Glance images built and pushed in %s\n", time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
-	archive = filepath.Join(dir, "glance.oci.tar")
-	glanceRepository = reg.Host + "/openstack/glance"
-	if _, err := debianroot.WriteGlanceImage(debianroot.Glance, archive, "openstack/glance:"+glanceReleases[0]); err != nil {
+	if _, err := env.PushGlanceImage(ctx, debianroot.GlanceSid, []string{sidRelease}); err != nil {
 		return nil, err
 	}
-	for _, release := range glanceReleases {
-		if _, err := reg.Push(ctx, archive, "openstack/glance", release); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Printf("Glance image built and pushed as %v in %s\n", glanceReleases, time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("Glance image of Debian sid built and pushed as %s in %s\n", sidRelease, time.Since(start).Round(100*time.Millisecond))
+	installStarted = time.Now()
 	if installed, err = env.InstallChart(ctx); err != nil {
 		return nil, err
 	}
 	if err := realnode.CreateSecretStore(ctx, cl); err != nil {
 		return nil, err
 	}
-	return realnode.StartMariaDBOperator(ctx, env.Cluster.Config, mariadb, filepath.Join(env.Cluster.Dir, "logs"))
+	return realnode.StartMariaDBOperator(ctx, env.Cluster.Config, sceneImages.MariaDB, filepath.Join(env.Cluster.Dir, "logs"))
 }

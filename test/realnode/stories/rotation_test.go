@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/realnode"
 )
 
 // rotatedServicePassword and rotatedDBPassword are the passwords after the
@@ -81,14 +82,14 @@ func (s *scene) waitRollout(t *testing.T, generation int64) *appsv1.Deployment {
 	var d *appsv1.Deployment
 	if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if d, err = env.CS.AppsV1().Deployments(s.ns).Get(ctx, glanceName, metav1.GetOptions{}); err != nil {
+		if d, err = env.CS.AppsV1().Deployments(s.ns).Get(ctx, realnode.GlanceName, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		want := *d.Spec.Replicas
 		return d.Generation > generation && d.Status.ObservedGeneration == d.Generation &&
 			d.Status.UpdatedReplicas == want && d.Status.Replicas == want && d.Status.AvailableReplicas == want, nil
 	}); err != nil {
-		t.Fatalf("the Glance Deployment did not roll out: %v%s", err, env.DeploymentPods(context.Background(), s.ns, glanceName))
+		t.Fatalf("the Glance Deployment did not roll out: %v%s", err, env.DeploymentPods(context.Background(), s.ns, realnode.GlanceName))
 	}
 	s.waitReady(t, 0)
 	return d

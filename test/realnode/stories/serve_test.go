@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/realnode"
 )
 
 // roundTrip is what `netprobe glance` reports.
@@ -34,7 +36,7 @@ func (s *scene) uploadFromPod(t *testing.T, name, api string) roundTrip {
 // what it reports; the client failing fails the test.
 func (s *scene) clientPod(t *testing.T, name string, args ...string) roundTrip {
 	t.Helper()
-	args = append([]string{"glance", "-keystone", s.keystoneURL(), "-password", demoPassword}, args...)
+	args = append([]string{"glance", "-keystone", s.keystoneURL(), "-password", realnode.DemoPassword}, args...)
 	phase, log := env.RunPod(t, s.ns, env.ProbePod(name, args...))
 	var rt roundTrip
 	for _, line := range strings.Split(log, "\n") {
@@ -50,6 +52,9 @@ func (s *scene) clientPod(t *testing.T, name string, args ...string) roundTrip {
 	return rt
 }
 
+// firstUpload reports the first upload served since the chart's install.
+var firstUpload sync.Once
+
 // TestServe: a Glance with an S3 backend turns Ready on the node, for each
 // launch mode; a client pod uploads an image through the Service (by its
 // ClusterIP, then by its DNS name), lists it and downloads it with a
@@ -61,7 +66,7 @@ func TestServe(t *testing.T) {
 		t.Run(release, func(t *testing.T) {
 			t.Parallel()
 			s := newScene(t, release, nil)
-			svc, err := env.CS.CoreV1().Services(s.ns).Get(t.Context(), glanceName, metav1.GetOptions{})
+			svc, err := env.CS.CoreV1().Services(s.ns).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,9 +80,13 @@ func TestServe(t *testing.T) {
 					}
 					obj, ok := s.object(t, rt.ID)
 					if !ok || obj.SHA256 != rt.SHA256 || obj.Size != rt.Size {
-						t.Errorf("S3 object %s/%s: present %v, %+v; want sha256 %s, %d bytes", bucket, rt.ID, ok, obj, rt.SHA256, rt.Size)
+						t.Errorf("S3 object %s/%s: present %v, %+v; want sha256 %s, %d bytes", realnode.Bucket, rt.ID, ok, obj, rt.SHA256, rt.Size)
 					}
 					t.Logf("%s: client pod uploaded, listed and downloaded %d bytes in %s", via.name, rt.Size, time.Since(start).Round(100*time.Millisecond))
+					firstUpload.Do(func() {
+						t.Logf("first upload served %s after helm install began (both Deployments available after %s)",
+							time.Since(installStarted).Round(100*time.Millisecond), installed.Round(100*time.Millisecond))
+					})
 				})
 			}
 			t.Run("healthcheck", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/c5c3/glance-operator/test/glanceclient"
+	"github.com/c5c3/glance-operator/test/realnode"
 )
 
 // trafficPort is where a traffic pod serves its stats.
@@ -32,7 +33,7 @@ func (s *scene) startTraffic(t *testing.T) *traffic {
 	t.Helper()
 	ctx := t.Context()
 	pod := env.ProbePod("traffic", "traffic", "-addr", fmt.Sprintf(":%d", trafficPort), "-workers", "2", "-size", "65536",
-		"-api", s.apiURL(), "-keystone", s.keystoneURL(), "-password", demoPassword)
+		"-api", s.apiURL(), "-keystone", s.keystoneURL(), "-password", realnode.DemoPassword)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(trafficPort)}},
@@ -97,7 +98,7 @@ func (tr *traffic) report(t *testing.T, what string, from, to time.Time) {
 func (s *scene) podUIDs(t *testing.T) map[string]int32 {
 	t.Helper()
 	pods := map[string]int32{}
-	for _, p := range env.RunningPods(t, s.ns, glanceName) {
+	for _, p := range env.RunningPods(t, s.ns, realnode.GlanceName) {
 		var restarts int32
 		for _, c := range p.Status.ContainerStatuses {
 			restarts += c.RestartCount

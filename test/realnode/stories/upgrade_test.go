@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/realnode"
 )
 
 // TestUpgradeUnderTraffic: 2025.2 (eventlet) to 2026.1 (uWSGI) while a
@@ -21,6 +22,16 @@ func TestUpgradeUnderTraffic(t *testing.T) {
 	s := newScene(t, "2025.2", nil)
 	tr := s.startTraffic(t)
 	s.upgrade(t, tr, "2026.1")
+}
+
+// TestSchemaMigrationUnderTraffic: from 2026.1 on trixie's Glance 30 to
+// 2026.2 on sid's Glance 33, three Glance releases of code in one step of
+// the operator's, under the same traffic: expand and migrate run Glance 33's
+// glance-manage against the schema the outgoing Glance 30 pods serve from.
+func TestSchemaMigrationUnderTraffic(t *testing.T) {
+	s := newScene(t, "2026.1", nil)
+	tr := s.startTraffic(t)
+	s.upgrade(t, tr, sidRelease)
 }
 
 // upgrade moves the scene's Glance to release under the traffic, and
@@ -47,11 +58,11 @@ func (s *scene) upgrade(t *testing.T, tr *traffic, release string) {
 	}
 	d := s.deployment(t)
 	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name == "glance-api" && c.Image != glanceRepository+":"+release {
+		if c.Name == "glance-api" && c.Image != sceneImages.GlanceRepository+":"+release {
 			t.Errorf("after the upgrade glance-api runs %s", c.Image)
 		}
 	}
-	for _, p := range env.RunningPods(t, s.ns, glanceName) {
+	for _, p := range env.RunningPods(t, s.ns, realnode.GlanceName) {
 		for _, c := range p.Status.ContainerStatuses {
 			if !c.Ready {
 				t.Errorf("pod %s container %s not Ready after the upgrade", p.Name, c.Name)
@@ -71,7 +82,7 @@ func (s *scene) watchPhases(t *testing.T, generation int64, release string) map[
 	seen := map[v1alpha1.UpgradePhase]bool{}
 	g := &v1alpha1.Glance{}
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 8*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := cl.Get(ctx, keyOf(s.ns, glanceName), g); err != nil {
+		if err := cl.Get(ctx, keyOf(s.ns, realnode.GlanceName), g); err != nil {
 			return false, err
 		}
 		if g.Status.UpgradePhase != "" {

@@ -1,0 +1,270 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/debianroot"
+	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/keystone"
+	"github.com/c5c3/glance-operator/test/s3store"
+)
+
+// What a scene holds, by name.
+const (
+	KeystonePort     = 5000
+	S3Port           = 9000
+	StandInAdminPort = 9001
+	Bucket           = "glance-images"
+	GlanceName       = "glance"
+	BackendName      = "s3"
+	DemoUser         = "demo"
+	DemoProject      = "demo"
+	DemoPassword     = "demo-password"
+	// The passwords a scene starts with. The DB password holds what a DSN
+	// must percent-encode, and '$', which oslo.config would substitute.
+	DBPassword          = "s3cr3t/p@ss:w0rd?#%$x+y"
+	ServicePassword     = "service-user-password"
+	DBSecretName        = "glance-db"
+	ServiceSecretName   = "glance-service-user"
+	S3CredentialsSecret = "s3-credentials"
+)
+
+// SceneImages are the images of a scene beside the chart's: the stand-ins
+// (Keystone, S3) and MariaDB by digest, and the repository of the Glance
+// images, tagged by release.
+type SceneImages struct {
+	StandIns, MariaDB, GlanceRepository string
+}
+
+// PushSceneImages builds and pushes the scene's images: the Glance image
+// of root tagged with each of releases.
+func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, releases []string) (SceneImages, error) {
+	reg, dir := e.Cluster.Registry, e.ImageDir()
+	var imgs SceneImages
+	var err error
+	if imgs.StandIns, err = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1"); err != nil {
+		return imgs, err
+	}
+	archive := filepath.Join(dir, "mariadb.oci.tar")
+	if _, err := debianroot.WriteMariaDBImage(archive, "test/mariadb:trixie"); err != nil {
+		return imgs, err
+	}
+	if imgs.MariaDB, err = reg.Push(ctx, archive, "test/mariadb", "trixie"); err != nil {
+		return imgs, err
+	}
+	imgs.GlanceRepository, err = e.PushGlanceImage(ctx, root, releases)
+	return imgs, err
+}
+
+// PushGlanceImage builds the Glance image of root and pushes it tagged
+// with each of releases; it returns the repository.
+func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, releases []string) (string, error) {
+	archive := filepath.Join(e.ImageDir(), "glance-"+root.Name+".oci.tar")
+	if _, err := debianroot.WriteGlanceImage(root, archive, "openstack/glance:"+releases[0]); err != nil {
+		return "", err
+	}
+	for _, release := range releases {
+		if _, err := e.Cluster.Registry.Push(ctx, archive, "openstack/glance", release); err != nil {
+			return "", err
+		}
+	}
+	return e.Cluster.Registry.Host + "/openstack/glance", nil
+}
+
+// Scene is a namespace with what a Glance needs, all running as pods:
+// Keystone and S3 stand-ins, a MariaDB (through the MariaDB stand-in
+// operator), the Secrets, and an S3 GlanceBackend.
+type Scene struct {
+	Namespace string
+	// KeystoneAdmin and S3Admin are the stand-ins' admin APIs, by pod IP.
+	KeystoneAdmin, S3Admin string
+}
+
+// KeystoneURL is the Keystone endpoint as pods see it.
+func (s *Scene) KeystoneURL() string {
+	return fmt.Sprintf("http://keystone.%s.svc:%d/v3", s.Namespace, KeystonePort)
+}
+
+// APIURL is Glance's endpoint by the Service's DNS name.
+func (s *Scene) APIURL() string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", GlanceName, s.Namespace, v1alpha1.APIPort)
+}
+
+// NewGlance is the scene's Glance of release: two replicas of the
+// registry's image, the scene's Keystone.
+func (s *Scene) NewGlance(imgs SceneImages, release string) *v1alpha1.Glance {
+	g := fixtures.NewGlance(s.Namespace, GlanceName, release)
+	g.Spec.Image = v1alpha1.ImageSpec{Repository: imgs.GlanceRepository, Tag: release}
+	g.Spec.KeystoneEndpoint = s.KeystoneURL()
+	g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](2)}
+	return g
+}
+
+// SetScene sets the scene in namespace ns, which exists: the stand-ins
+// with the service and demo users, the Secrets, the MariaDB and the S3
+// backend of the Glance named GlanceName.
+func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs SceneImages) (*Scene, error) {
+	s := &Scene{Namespace: ns}
+	var err error
+	if s.KeystoneAdmin, err = e.standIn(ctx, ns, imgs.StandIns, "keystone", KeystonePort, "-url", s.KeystoneURL()); err != nil {
+		return nil, err
+	}
+	if s.S3Admin, err = e.standIn(ctx, ns, imgs.StandIns, "s3", S3Port, "-bucket", Bucket); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin"); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, DemoUser, DemoPassword, DemoProject, "member", "reader"); err != nil {
+		return nil, err
+	}
+	mariadb := &unstructured.Unstructured{}
+	mariadb.SetGroupVersionKind(render.MariaDBGVK)
+	mariadb.SetNamespace(ns)
+	mariadb.SetName("mariadb")
+	if err := unstructured.SetNestedField(mariadb.Object, int64(1), "spec", "replicas"); err != nil {
+		return nil, err
+	}
+	b := fixtures.NewBackend(ns, BackendName, GlanceName, true, S3CredentialsSecret)
+	b.Spec.S3.Host = fmt.Sprintf("http://s3.%s.svc:%d", ns, S3Port)
+	b.Spec.S3.Bucket = Bucket
+	for _, obj := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DBSecretName, Namespace: ns}, StringData: map[string]string{"username": "glance", "password": DBPassword}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ServiceSecretName, Namespace: ns}, StringData: map[string]string{"password": ServicePassword}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: S3CredentialsSecret, Namespace: ns}, StringData: map[string]string{"access-key-id": "glance", "secret-access-key": "glance/secret+key"}},
+		mariadb, b,
+	} {
+		if err := cl.Create(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// standIn runs a stand-in (Keystone or S3) as a pod behind a Service of
+// its name on port, and returns its admin API's base URL, by pod IP.
+func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, args ...string) (string, error) {
+	labels := map[string]string{"app": name}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:  name,
+				Image: image,
+				Args: append([]string{name, "-addr", fmt.Sprintf(":%d", port), "-admin", fmt.Sprintf(":%d", StandInAdminPort)},
+					args...),
+				Ports:           []corev1.ContainerPort{{ContainerPort: port}, {ContainerPort: StandInAdminPort}},
+				SecurityContext: Restricted(),
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+					PeriodSeconds: 1,
+				},
+			}},
+		},
+	}
+	if _, err := e.CS.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	if _, err := e.CS.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(port)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	ready, err := e.WaitPodReady(ctx, ns, name)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s:%d", ready.Status.PodIP, StandInAdminPort), nil
+}
+
+// adminClient is the client of the stand-ins' admin APIs.
+var adminClient = &http.Client{Timeout: 30 * time.Second}
+
+// SetKeystoneUser creates or changes a user in the Keystone stand-in, as
+// an operator would in Keystone.
+func (s *Scene) SetKeystoneUser(ctx context.Context, name, password, project string, roles ...string) error {
+	body, err := json.Marshal(keystone.UserRequest{Password: password, Project: project, Roles: roles})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.KeystoneAdmin+"/users/"+url.PathEscape(name), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return adminCall(req, nil)
+}
+
+// KeystoneAttempts are the password authentications of user the Keystone
+// stand-in saw since t0.
+func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time) ([]keystone.Attempt, error) {
+	q := url.Values{"user": {user}, "since": {t0.UTC().Format(time.RFC3339Nano)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.KeystoneAdmin+"/attempts?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var attempts []keystone.Attempt
+	return attempts, adminCall(req, &attempts)
+}
+
+// Object looks an object of the bucket up in the S3 stand-in; ok is false
+// when there is none.
+func (s *Scene) Object(ctx context.Context, key string) (obj s3store.Object, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.S3Admin+"/objects/"+Bucket+"/"+url.PathEscape(key), nil)
+	if err != nil {
+		return obj, false, err
+	}
+	err = adminCall(req, &obj)
+	if se, isStatus := err.(adminStatusError); isStatus && se.code == http.StatusNotFound {
+		return obj, false, nil
+	}
+	return obj, err == nil, err
+}
+
+// adminStatusError is an admin API's answer other than 2xx.
+type adminStatusError struct {
+	code int
+	msg  string
+}
+
+func (e adminStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.msg) }
+
+// adminCall sends req to a stand-in's admin API and decodes a 2xx answer
+// into out, when given.
+func adminCall(req *http.Request, out any) error {
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return adminStatusError{code: resp.StatusCode, msg: string(bytes.TrimSpace(b))}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	return nil
+}
