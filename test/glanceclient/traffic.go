@@ -22,9 +22,11 @@ type Stats struct {
 	Pending int            `json:"pending"`
 	Failed  int            `json:"failed"`
 	ByOp    map[string]int `json:"byOp"`
-	P50     time.Duration  `json:"p50"`
-	P99     time.Duration  `json:"p99"`
-	Max     time.Duration  `json:"max"`
+	// FailedByOp counts the failures by operation.
+	FailedByOp map[string]int `json:"failedByOp,omitempty"`
+	P50        time.Duration  `json:"p50"`
+	P99        time.Duration  `json:"p99"`
+	Max        time.Duration  `json:"max"`
 	// Errors are the first failures, in order.
 	Errors []Sample `json:"errors,omitempty"`
 }
@@ -34,13 +36,14 @@ const maxErrors = 20
 
 // Summarize counts samples and their latency quantiles (nearest rank).
 func Summarize(samples []Sample) Stats {
-	st := Stats{Requests: len(samples), ByOp: map[string]int{}}
+	st := Stats{Requests: len(samples), ByOp: map[string]int{}, FailedByOp: map[string]int{}}
 	durs := make([]time.Duration, 0, len(samples))
 	for _, s := range samples {
 		st.ByOp[s.Op]++
 		durs = append(durs, s.Dur)
 		if s.Err != "" {
 			st.Failed++
+			st.FailedByOp[s.Op]++
 			if len(st.Errors) < maxErrors {
 				st.Errors = append(st.Errors, s)
 			}

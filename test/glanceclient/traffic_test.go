@@ -16,7 +16,7 @@ func TestSummarize(t *testing.T) {
 		samples = append(samples, s)
 	}
 	st := Summarize(samples)
-	if st.Requests != 100 || st.Failed != 4 || st.ByOp["list"] != 50 || st.ByOp["download"] != 50 {
+	if st.Requests != 100 || st.Failed != 4 || st.FailedByOp["download"] != 2 || st.FailedByOp["list"] != 2 || st.ByOp["list"] != 50 || st.ByOp["download"] != 50 {
 		t.Errorf("counts: %+v", st)
 	}
 	if st.P50 != 51*time.Millisecond || st.P99 != 100*time.Millisecond || st.Max != 100*time.Millisecond {

@@ -45,7 +45,7 @@ func TestRotation(t *testing.T) {
 	}
 	rolled := s.waitRollout(t, before.Generation)
 	end := time.Now()
-	tr.report(t, "rotation roll", start, end)
+	tr.report(t, "rotation roll", start, end, true)
 
 	if n := s.replicaSetsSince(t, start); n != 1 {
 		t.Errorf("the rotation made %d new ReplicaSets, want the pods to roll once", n)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/glanceclient"
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
@@ -21,23 +22,36 @@ import (
 func TestUpgradeUnderTraffic(t *testing.T) {
 	s := newScene(t, "2025.2", nil)
 	tr := s.startTraffic(t)
-	s.upgrade(t, tr, "2026.1")
+	s.upgrade(t, tr, "2026.1", true)
 }
 
 // TestSchemaMigrationUnderTraffic: from 2026.1 on trixie's Glance 30 to
 // 2026.2 on sid's Glance 33, three Glance releases of code in one step of
 // the operator's, under the same traffic: expand and migrate run Glance 33's
 // glance-manage against the schema the outgoing Glance 30 pods serve from.
+//
+// Glance itself does not support that jump: once a Glance 33 pod has served
+// an image, the outgoing Glance 30 pods fail its downloads ('StoreLocation'
+// object has no attribute 'secretkey', then an unhandled TypeError and no
+// response), whatever the operator does. The story reports those downloads
+// and holds everything else: every upload and list served, the upgrade
+// through all its phases, and no failure once the old pods are gone.
 func TestSchemaMigrationUnderTraffic(t *testing.T) {
 	s := newScene(t, "2026.1", nil)
 	tr := s.startTraffic(t)
-	s.upgrade(t, tr, sidRelease)
+	st := s.upgrade(t, tr, sidRelease, false)
+	if failed := st.Failed - st.FailedByOp["download"]; failed > 0 {
+		t.Errorf("%d uploads or lists failed during the jump to Glance 33: only downloads by the outgoing pods may", failed)
+	}
+	after := time.Now()
+	time.Sleep(10 * time.Second)
+	tr.report(t, "after the jump to Glance 33", after, time.Now(), true)
 }
 
 // upgrade moves the scene's Glance to release under the traffic, and
-// checks that each phase ran, that the pods run the new release's image,
-// and that no request failed.
-func (s *scene) upgrade(t *testing.T, tr *traffic, release string) {
+// checks that each phase ran and that the pods run the new release's
+// image; strict, no request may fail. It returns what the traffic saw.
+func (s *scene) upgrade(t *testing.T, tr *traffic, release string, strict bool) glanceclient.Stats {
 	t.Helper()
 	g := s.waitReady(t, 0)
 	from := g.Spec.OpenStackRelease
@@ -50,7 +64,7 @@ func (s *scene) upgrade(t *testing.T, tr *traffic, release string) {
 	}
 	phases := s.watchPhases(t, g.Generation, release)
 	end := time.Now()
-	tr.report(t, "upgrade "+from+" to "+release, start, end)
+	st := tr.report(t, "upgrade "+from+" to "+release, start, end, strict)
 	for _, want := range []v1alpha1.UpgradePhase{v1alpha1.UpgradePhaseExpanding, v1alpha1.UpgradePhaseRollingUpdate} {
 		if !phases[want] {
 			t.Errorf("the upgrade never showed phase %s (saw %v)", want, phases)
@@ -73,6 +87,7 @@ func (s *scene) upgrade(t *testing.T, tr *traffic, release string) {
 	if !rt.Listed || rt.DownloadedSHA256 != rt.SHA256 {
 		t.Errorf("round trip after the upgrade: %+v", rt)
 	}
+	return st
 }
 
 // watchPhases waits until the Glance reports release installed and Ready
