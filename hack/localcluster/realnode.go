@@ -44,6 +44,18 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	fmt.Printf("cluster up in %s; images from the registry at %s\n", env.Startup.Round(100*time.Millisecond), env.Cluster.Registry.Host)
 	r := &realNodeRun{env: env, stop: env.Stop}
 	fail := func(err error) (*realNodeRun, error) { return nil, errors.Join(err, r.stop()) }
+	// The MariaDB stand-in, a controller-runtime manager, sets the
+	// process's controller-runtime logger: it starts before any client.
+	fmt.Println("building the stand-in, MariaDB and Glance images ...")
+	imgs, err := env.PushSceneImages(ctx, debianroot.Glance, []string{realNodeRelease})
+	if err != nil {
+		return fail(err)
+	}
+	stopMariaDB, err := realnode.StartMariaDBOperator(ctx, env.Cluster.Config, imgs.MariaDB, filepath.Join(dir, "logs"))
+	if err != nil {
+		return fail(err)
+	}
+	r.stop = func() error { return errors.Join(stopMariaDB(), env.Stop()) }
 	cl, err := operatortest.NewClient(env.Cluster.Config)
 	if err != nil {
 		return fail(err)
@@ -57,16 +69,6 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	if err := realnode.CreateSecretStore(ctx, cl); err != nil {
 		return fail(err)
 	}
-	fmt.Println("building the stand-in, MariaDB and Glance images ...")
-	imgs, err := env.PushSceneImages(ctx, debianroot.Glance, []string{realNodeRelease})
-	if err != nil {
-		return fail(err)
-	}
-	stopMariaDB, err := realnode.StartMariaDBOperator(ctx, env.Cluster.Config, imgs.MariaDB, filepath.Join(dir, "logs"))
-	if err != nil {
-		return fail(err)
-	}
-	r.stop = func() error { return errors.Join(stopMariaDB(), env.Stop()) }
 	if _, err := env.CS.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: realNodeNamespace}}, metav1.CreateOptions{}); err != nil {
 		return fail(err)
 	}

@@ -7,10 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,22 +19,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/c5c3/glance-operator/pkg/logging"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/stack"
 )
@@ -73,82 +65,42 @@ type mariadbOperator struct {
 // in logDir/mariadb-operator.log, until stop is called. image is the
 // MariaDB server image by digest.
 func StartMariaDBOperator(ctx context.Context, cfg *rest.Config, image, logDir string) (stop func() error, err error) {
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
-	logFile, err := os.Create(filepath.Join(logDir, "mariadb-operator.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			logFile.Close()
+	var op *mariadbOperator
+	mgr, err := stack.StartStandInManager(ctx, cfg, logDir, "mariadb-operator", func(mgr ctrl.Manager) error {
+		op = &mariadbOperator{client: mgr.GetClient(), image: image, servers: map[types.NamespacedName]*sql.DB{}, passwords: map[types.NamespacedName]string{}}
+		server := &unstructured.Unstructured{}
+		server.SetGroupVersionKind(render.MariaDBGVK)
+		if err := ctrl.NewControllerManagedBy(mgr).Named("stand-in-mariadb").For(server).
+			Owns(&appsv1.Deployment{}).Complete(reconcile.Func(op.reconcileServer)); err != nil {
+			return err
 		}
-	}()
-	log, err := logging.New(logFile, "text", "info")
-	if err != nil {
-		return nil, err
-	}
-	ctrl.SetLogger(log)
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		for _, gvk := range []schema.GroupVersionKind{render.DatabaseGVK, render.UserGVK, render.GrantGVK} {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(gvk)
+			b := ctrl.NewControllerManagedBy(mgr).Named("stand-in-" + strings.ToLower(gvk.Kind)).For(obj)
+			if gvk == render.UserGVK {
+				b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(op.usersOfSecret))
+			}
+			if err := b.Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				return op.reconcileSQL(ctx, gvk, req)
+			})); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	op := &mariadbOperator{client: mgr.GetClient(), image: image, servers: map[types.NamespacedName]*sql.DB{}, passwords: map[types.NamespacedName]string{}}
-	server := &unstructured.Unstructured{}
-	server.SetGroupVersionKind(render.MariaDBGVK)
-	if err := ctrl.NewControllerManagedBy(mgr).Named("stand-in-mariadb").For(server).
-		Owns(&appsv1.Deployment{}).Complete(reconcile.Func(op.reconcileServer)); err != nil {
-		return nil, err
-	}
-	for _, gvk := range []schema.GroupVersionKind{render.DatabaseGVK, render.UserGVK, render.GrantGVK} {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(gvk)
-		b := ctrl.NewControllerManagedBy(mgr).Named("stand-in-" + strings.ToLower(gvk.Kind)).For(obj)
-		if gvk == render.UserGVK {
-			b = b.Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(op.usersOfSecret))
-		}
-		if err := b.Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			return op.reconcileSQL(ctx, gvk, req)
-		})); err != nil {
-			return nil, err
-		}
-	}
-
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
-	stop = func() error {
-		cancel()
-		var err error
-		select {
-		case err = <-done:
-		case <-time.After(30 * time.Second):
-			err = errors.New("the MariaDB stand-in did not stop within 30s")
-		}
+	return func() error {
+		err := mgr.Stop()
 		op.mu.Lock()
+		defer op.mu.Unlock()
 		for _, db := range op.servers {
 			_ = db.Close()
 		}
-		op.mu.Unlock()
-		return errors.Join(err, logFile.Close())
-	}
-	syncCtx, syncDone := context.WithTimeout(ctx, time.Minute)
-	defer syncDone()
-	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		return nil, errors.Join(errors.New("the MariaDB stand-in's caches did not sync (see mariadb-operator.log)"), stop())
-	}
-	return stop, nil
+		return err
+	}, nil
 }
 
 // notYet is how soon an object waiting for its server is looked at again.

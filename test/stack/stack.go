@@ -303,7 +303,7 @@ func (s *Stack) Stop() error {
 	}
 	s.targets = nil
 	if s.standIns != nil {
-		errs = append(errs, s.standIns.stop())
+		errs = append(errs, s.standIns.Stop())
 		s.standIns = nil
 	}
 	if s.healthcheck != nil {

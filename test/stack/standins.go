@@ -57,17 +57,46 @@ var readyKinds = []struct {
 }
 
 // standIns is the controller-runtime manager running the stand-ins.
-type standIns struct {
+type standIns = StandInManager
+
+func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (*standIns, error) {
+	return StartStandInManager(ctx, cfg, logDir, "stand-ins", func(mgr ctrl.Manager) error {
+		for _, k := range readyKinds {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(k.gvk)
+			err := ctrl.NewControllerManagedBy(mgr).
+				Named("stand-in-" + k.gvk.Kind).
+				For(obj).
+				Complete(readyReporter{client: mgr.GetClient(), gvk: k.gvk, operator: k.operator})
+			if err != nil {
+				return err
+			}
+		}
+		acceptor := routeAcceptor{client: mgr.GetClient()}
+		return ctrl.NewControllerManagedBy(mgr).
+			Named("stand-in-gateway").
+			For(&gatewayv1.HTTPRoute{}).
+			Watches(&gatewayv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(acceptor.routesOf)).
+			Complete(acceptor)
+	})
+}
+
+// StandInManager is a controller-runtime manager in this process running
+// stand-ins for operators the product talks to, its log in a file.
+type StandInManager struct {
 	cancel context.CancelFunc
 	done   chan error
 	log    *os.File
 }
 
-func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (_ *standIns, err error) {
+// StartStandInManager starts a manager with the controllers setup
+// registers, its log in logDir/name.log, and waits for its caches. Its
+// scheme knows the built-in kinds and the Gateway API's.
+func StartStandInManager(ctx context.Context, cfg *rest.Config, logDir, name string, setup func(ctrl.Manager) error) (_ *StandInManager, err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(filepath.Join(logDir, "stand-ins.log"))
+	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -102,46 +131,30 @@ func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (_ *sta
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range readyKinds {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(k.gvk)
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named("stand-in-" + k.gvk.Kind).
-			For(obj).
-			Complete(readyReporter{client: mgr.GetClient(), gvk: k.gvk, operator: k.operator})
-		if err != nil {
-			return nil, err
-		}
-	}
-	acceptor := routeAcceptor{client: mgr.GetClient()}
-	if err := ctrl.NewControllerManagedBy(mgr).
-		Named("stand-in-gateway").
-		For(&gatewayv1.HTTPRoute{}).
-		Watches(&gatewayv1.Gateway{}, handler.EnqueueRequestsFromMapFunc(acceptor.routesOf)).
-		Complete(acceptor); err != nil {
+	if err := setup(mgr); err != nil {
 		return nil, err
 	}
-
 	runCtx, cancel := context.WithCancel(context.Background())
-	s := &standIns{cancel: cancel, done: make(chan error, 1), log: logFile}
-	go func() { s.done <- mgr.Start(runCtx) }()
+	m := &StandInManager{cancel: cancel, done: make(chan error, 1), log: logFile}
+	go func() { m.done <- mgr.Start(runCtx) }()
 	syncCtx, syncDone := context.WithTimeout(ctx, time.Minute)
 	defer syncDone()
 	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
-		return nil, errors.Join(errors.New("the stand-ins' caches did not sync (see stand-ins.log)"), s.stop())
+		return nil, errors.Join(fmt.Errorf("the caches of %s did not sync (see %s.log)", name, name), m.Stop())
 	}
-	return s, nil
+	return m, nil
 }
 
-func (s *standIns) stop() error {
-	s.cancel()
+// Stop stops the manager and closes its log.
+func (m *StandInManager) Stop() error {
+	m.cancel()
 	var err error
 	select {
-	case err = <-s.done:
+	case err = <-m.done:
 	case <-time.After(30 * time.Second):
 		err = errors.New("the stand-ins did not stop within 30s")
 	}
-	return errors.Join(err, s.log.Close())
+	return errors.Join(err, m.log.Close())
 }
 
 // readyReporter plays the operator of a kind that reports every object of it

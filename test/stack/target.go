@@ -313,7 +313,7 @@ func (t *Target) Stop() error {
 		t.front = nil
 	}
 	if t.standIns != nil {
-		errs = append(errs, t.standIns.stop())
+		errs = append(errs, t.standIns.Stop())
 		t.standIns = nil
 	}
 	if t.Cluster != nil {
