@@ -29,11 +29,7 @@ const (
 	DefaultServiceProjectDomainName       = "Default"
 	DefaultServiceUserPasswordKey         = "password"
 
-	DefaultUWSGIProcesses int32 = 2
-	// DefaultEventletWorkers is [DEFAULT] workers when apiServer.workers is
-	// unset: Glance would start one per CPU of the node, whatever the
-	// container's memory limit.
-	DefaultEventletWorkers    int32 = 2
+	DefaultUWSGIProcesses     int32 = 2
 	DefaultUWSGIThreads       int32 = 1
 	DefaultUWSGIHTTPKeepAlive       = true
 

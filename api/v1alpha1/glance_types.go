@@ -405,9 +405,8 @@ type ServiceUserSpec struct {
 
 // APIServerSpec tunes the API server process.
 type APIServerSpec struct {
-	// workers is the number of eventlet API workers ([DEFAULT] workers),
-	// 2 when unset rather than Glance's one per CPU of the node. Effective
-	// only below 2026.1.
+	// workers is the number of eventlet API workers ([DEFAULT] workers).
+	// Effective only below 2026.1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Workers *int32 `json:"workers,omitempty"`

@@ -95,12 +95,8 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 	f.Set(def, "bind_host", "0.0.0.0")
 	f.Set(def, "bind_port", strconv.Itoa(v1alpha1.APIPort))
 	// Under uWSGI the process and thread counts come from the command line.
-	if release.LaunchModeOf(s.OpenStackRelease) == release.Eventlet {
-		workers := v1alpha1.DefaultEventletWorkers
-		if s.APIServer != nil && s.APIServer.Workers != nil {
-			workers = *s.APIServer.Workers
-		}
-		f.Set(def, "workers", strconv.Itoa(int(workers)))
+	if release.LaunchModeOf(s.OpenStackRelease) == release.Eventlet && s.APIServer != nil && s.APIServer.Workers != nil {
+		f.Set(def, "workers", strconv.Itoa(int(*s.APIServer.Workers)))
 	}
 	f.Set(def, "debug", strconv.FormatBool(resolveLogging(s).debug))
 	if c := s.ImageCache; c != nil {

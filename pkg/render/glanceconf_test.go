@@ -3,7 +3,6 @@ package render
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -29,7 +28,7 @@ func TestGlanceAPIConf(t *testing.T) {
 			want: map[[2]string]string{
 				{"DEFAULT", "bind_host"}:                                "0.0.0.0",
 				{"DEFAULT", "bind_port"}:                                "9292",
-				{"DEFAULT", "workers"}:                                  strconv.Itoa(int(v1alpha1.DefaultEventletWorkers)),
+				{"DEFAULT", "workers"}:                                  absent,
 				{"DEFAULT", "debug"}:                                    "false",
 				{"DEFAULT", "image_cache_dir"}:                          absent,
 				{"DEFAULT", "enabled_import_methods"}:                   "[glance-direct,web-download]",
