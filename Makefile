@@ -5,7 +5,7 @@ GO ?= go
 K8S_VERSION := v1.37.2
 CONTROL_PLANE_BIN := $(CURDIR)/bin/k8s/$(K8S_VERSION)
 RUN_DIR := $(CURDIR)/.run
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 # NODE=real runs a real node (kubelet, containerd, kube-proxy, CoreDNS; root)
 # instead of kwok's fake ones, for make run and make cluster.
 NODE ?= kwok

@@ -78,28 +78,9 @@ func lockHost(ctx context.Context) (unlock func(), err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a real node needs root: the kubelet, containerd and the pod network change the machine")
 	}
-	if err := os.MkdirAll(nodeStateDir, 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(nodeStateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := lockFile(ctx, "lock", "the real node another run holds")
 	if err != nil {
 		return nil, err
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for the real node another run holds (%s): %w", f.Name(), ctx.Err())
-		case <-time.After(time.Second):
-		}
 	}
 	unlock = func() { f.Close() }
 	if err := CleanupHost(); err != nil {
@@ -631,4 +612,44 @@ func containerLogLinks(dir string) []string {
 		}
 	}
 	return links
+}
+
+// LockSuite takes the machine's lock for a whole suite of real nodes, so
+// that the suites `go test ./...` runs side by side take turns as a whole
+// rather than node by node: a suite that starts a second node (a crashed
+// run's) gets it while it holds this lock. unlock releases it.
+func LockSuite(ctx context.Context) (unlock func(), err error) {
+	f, err := lockFile(ctx, "suite.lock", "the real-node suite another run holds")
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// lockFile takes an exclusive lock on name in the node's state directory,
+// waiting for its holder (what) until ctx ends.
+func lockFile(ctx context.Context, name, what string) (*os.File, error) {
+	if err := os.MkdirAll(nodeStateDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(nodeStateDir, name), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for %s (%s): %w", what, f.Name(), ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }

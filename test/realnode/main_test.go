@@ -29,10 +29,16 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	// The other real-node suite of `go test ./...` may hold the node:
+	// The other real-node suite of `go test ./...` may hold the machine:
 	// waiting for it counts here.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	unlock, err := controlplane.LockSuite(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	defer unlock()
 	// A short directory: containerd's socket path must fit a sun_path.
 	dir, err := os.MkdirTemp("", "glrn-")
 	if err != nil {
