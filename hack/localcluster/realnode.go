@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -69,10 +68,7 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	if err := realnode.CreateSecretStore(ctx, cl); err != nil {
 		return fail(err)
 	}
-	if _, err := env.CS.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: realNodeNamespace}}, metav1.CreateOptions{}); err != nil {
-		return fail(err)
-	}
-	if err := waitDefaultServiceAccount(ctx, env.CS, realNodeNamespace); err != nil {
+	if err := env.CreateNamespace(ctx, realNodeNamespace); err != nil {
 		return fail(err)
 	}
 	if r.scene, err = env.SetScene(ctx, cl, realNodeNamespace, imgs); err != nil {
@@ -84,21 +80,6 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	fmt.Printf("running: the chart's glance-operator and glance-webhook, cert-manager, and in %s: Keystone and S3 stand-ins, MariaDB (its operator a stand-in in this process), Glance %s\n",
 		realNodeNamespace, realNodeRelease)
 	return r, nil
-}
-
-// waitDefaultServiceAccount waits for a new namespace's default
-// ServiceAccount, which pods need.
-func waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface, ns string) error {
-	for {
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // printUpload prints how to upload an image to the sample Glance from this

@@ -25,64 +25,19 @@ var keep = flag.Bool("realnode.keep", false, "leave the cluster's directory (log
 func TestMain(m *testing.M) {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// The other real-node suite of `go test ./...` may hold the machine:
-	// waiting for it counts here.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	unlock, err := controlplane.LockSuite(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	defer unlock()
-	// A short directory: containerd's socket path must fit a sun_path.
-	dir, err := os.MkdirTemp("", "glrn-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	env, err = Start(ctx, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	fmt.Printf("real-node cluster up in %s (logs in %s)\n", env.Startup.Round(100*time.Millisecond), filepath.Join(dir, "logs"))
-	code := m.Run()
-
-	// Running, the node has a footprint; stopped, none may be left.
-	running, err := controlplane.HostLeftovers(dir)
-	if err != nil || len(running) == 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the leftover check sees nothing of a running node (%v): it could not catch a leftover\n", err)
-		code = 1
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: stop the real-node cluster:", err)
-		code = 1
-	}
-	left, err := controlplane.HostLeftovers(dir)
-	if err != nil || len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the stopped node left behind (%v):\n  %s\n", err, strings.Join(left, "\n  "))
-		code = 1
-	}
-	if code == 0 {
-		crashCtx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-		defer cancel()
-		if err := crashedRunCleansUp(crashCtx); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			code = 1
-		}
-	}
-	if !*keep {
-		if err := os.RemoveAll(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: remove", dir, err)
-			code = 1
-		}
-	}
-	return code
+	os.Exit(Suite{
+		Prefix: "glrn-",
+		Keep:   *keep,
+		SetUp: func(_ context.Context, e *Env) (func() error, error) {
+			env = e
+			return func() error { return nil }, nil
+		},
+		AfterStop: func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			return crashedRunCleansUp(ctx)
+		},
+	}.Run(m))
 }
 
 // crashedRunCleansUp starts a real-node cluster with `localcluster`, kills

@@ -21,21 +21,30 @@ func (e *Env) Namespace(t *testing.T) string {
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strings.Trim(name, "-")}}
-	if _, err := e.CS.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+	name = strings.Trim(name, "-")
+	t.Cleanup(func() {
+		_ = e.CS.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if err := e.CreateNamespace(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = e.CS.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	// Pods need the namespace's default ServiceAccount.
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := e.CS.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+	return name
+}
+
+// CreateNamespace creates a namespace and waits for its default
+// ServiceAccount, which pods need.
+func (e *Env) CreateNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := e.CS.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := e.CS.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	}); err != nil {
-		t.Fatalf("namespace %s has no default ServiceAccount: %v", ns.Name, err)
+		return fmt.Errorf("namespace %s has no default ServiceAccount: %w", name, err)
 	}
-	return ns.Name
+	return nil
 }
 
 // Restricted is the restricted Pod Security profile's container context.
@@ -142,10 +151,8 @@ func PodReady(p *corev1.Pod) bool {
 // waits until its pod is Ready; it returns the ClusterIP.
 func (e *Env) WebServer(t *testing.T, ns, name string) string {
 	t.Helper()
-	ctx := t.Context()
-	labels := map[string]string{"app": name}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
@@ -161,21 +168,29 @@ func (e *Env) WebServer(t *testing.T, ns, name string) string {
 			}},
 		},
 	}
-	if _, err := e.CS.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := e.CS.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{
-			Selector: labels,
-			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}, metav1.CreateOptions{})
+	_, svc, err := e.ServePod(t.Context(), ns, pod, corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(8080)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.WaitPodReady(ctx, ns, name); err != nil {
-		t.Fatal(err)
-	}
 	return svc.Spec.ClusterIP
+}
+
+// ServePod creates pod behind a ClusterIP Service of its name on port,
+// selecting it by the label app=<name>, and waits until the pod is Ready;
+// it returns both.
+func (e *Env) ServePod(ctx context.Context, ns string, pod *corev1.Pod, port corev1.ServicePort) (*corev1.Pod, *corev1.Service, error) {
+	labels := map[string]string{"app": pod.Name}
+	pod.Labels = labels
+	if _, err := e.CS.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, nil, err
+	}
+	svc, err := e.CS.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{port}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	ready, err := e.WaitPodReady(ctx, ns, pod.Name)
+	return ready, svc, err
 }

@@ -161,9 +161,8 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 // standIn runs a stand-in (Keystone or S3) as a pod behind a Service of
 // its name on port, and returns its admin API's base URL, by pod IP.
 func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, args ...string) (string, error) {
-	labels := map[string]string{"app": name}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
@@ -180,16 +179,7 @@ func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, a
 			}},
 		},
 	}
-	if _, err := e.CS.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return "", err
-	}
-	if _, err := e.CS.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(port)}}},
-	}, metav1.CreateOptions{}); err != nil {
-		return "", err
-	}
-	ready, err := e.WaitPodReady(ctx, ns, name)
+	ready, _, err := e.ServePod(ctx, ns, pod, corev1.ServicePort{Port: port, TargetPort: intstr.FromInt32(port)})
 	if err != nil {
 		return "", err
 	}

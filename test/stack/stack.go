@@ -124,7 +124,7 @@ type Stack struct {
 	healthcheckAddress string
 	webhookHost        *testhost.Host
 	stopCertSync       func()
-	standIns           *standIns
+	standIns           *StandInManager
 	healthcheck        *http.Server
 	targets            []*Target
 	tempDir            bool

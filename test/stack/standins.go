@@ -56,10 +56,8 @@ var readyKinds = []struct {
 	{schema.GroupVersionKind{Group: "external-secrets.io", Version: "v1", Kind: "SecretStore"}, "External Secrets"},
 }
 
-// standIns is the controller-runtime manager running the stand-ins.
-type standIns = StandInManager
-
-func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (*standIns, error) {
+// startStandIns starts the stack's stand-ins (see above).
+func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (*StandInManager, error) {
 	return StartStandInManager(ctx, cfg, logDir, "stand-ins", func(mgr ctrl.Manager) error {
 		for _, k := range readyKinds {
 			obj := &unstructured.Unstructured{}

@@ -66,7 +66,7 @@ type Target struct {
 	ManagerServiceAccount types.NamespacedName
 
 	stack    *Stack
-	standIns *standIns
+	standIns *StandInManager
 	health   *testhost.Host
 	server   *http.Server
 	probes   atomic.Int64

@@ -94,7 +94,7 @@ func TestImageCache(t *testing.T) {
 // onlyPod is the Glance's one running pod.
 func (s *scene) onlyPod(t *testing.T) corev1.Pod {
 	t.Helper()
-	pods := env.RunningPods(t, s.ns, realnode.GlanceName)
+	pods := env.RunningPods(t, s.Namespace, realnode.GlanceName)
 	if len(pods) != 1 {
 		t.Fatalf("want one Glance pod, have %d", len(pods))
 	}
@@ -104,19 +104,19 @@ func (s *scene) onlyPod(t *testing.T) corev1.Pod {
 // uploadFromPodSized is uploadFromPod with an image of size bytes.
 func (s *scene) uploadFromPodSized(t *testing.T, name string, size int) roundTrip {
 	t.Helper()
-	return s.clientPod(t, name, "-api", s.apiURL(), "-size", strconv.Itoa(size))
+	return s.clientPod(t, name, "-api", s.APIURL(), "-size", strconv.Itoa(size))
 }
 
 // downloadFromPod downloads an image from a pod and compares its sha256.
 func (s *scene) downloadFromPod(t *testing.T, name string, img roundTrip) roundTrip {
 	t.Helper()
-	return s.clientPod(t, name, "-api", s.apiURL(), "-image", img.ID, "-sha256", img.SHA256)
+	return s.clientPod(t, name, "-api", s.APIURL(), "-image", img.ID, "-sha256", img.SHA256)
 }
 
 // tryDownloadFromPod downloads an image from a pod, which may fail.
 func (s *scene) tryDownloadFromPod(t *testing.T, name string, img roundTrip) (corev1.PodPhase, string) {
 	t.Helper()
-	return env.RunPod(t, s.ns, env.ProbePod(name, "glance", "-api", s.apiURL(), "-keystone", s.keystoneURL(), "-password", realnode.DemoPassword, "-image", img.ID, "-sha256", img.SHA256))
+	return env.RunPod(t, s.Namespace, s.client(name, "-api", s.APIURL(), "-image", img.ID, "-sha256", img.SHA256))
 }
 
 // downloadUntilEvicted downloads img from pods, one after another, until
@@ -127,7 +127,7 @@ func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, name string) *
 	deadline := time.Now().Add(3 * time.Minute)
 	for i := 0; ; i++ {
 		var err error
-		if pod, err = env.CS.CoreV1().Pods(s.ns).Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+		if pod, err = env.CS.CoreV1().Pods(s.Namespace).Get(t.Context(), name, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted" {
@@ -135,7 +135,7 @@ func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, name string) *
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pod %s not evicted after %d downloads of %d bytes (phase %s, reason %q)%s", name, i, hugeImageSize,
-				pod.Status.Phase, pod.Status.Reason, env.PodEvents(context.Background(), s.ns, name))
+				pod.Status.Phase, pod.Status.Reason, env.PodEvents(context.Background(), s.Namespace, name))
 		}
 		_, _ = s.tryDownloadFromPod(t, "huge-download-"+strconv.Itoa(i), img)
 	}
@@ -144,7 +144,7 @@ func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, name string) *
 // events are the Glance's events of reason.
 func (s *scene) events(t *testing.T, reason string) []corev1.Event {
 	t.Helper()
-	list, err := env.CS.CoreV1().Events(s.ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Glance,reason=" + reason})
+	list, err := env.CS.CoreV1().Events(s.Namespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Glance,reason=" + reason})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +154,9 @@ func (s *scene) events(t *testing.T, reason string) []corev1.Event {
 // containerLog is the log of one container of a pod.
 func (s *scene) containerLog(t *testing.T, pod, container string) string {
 	t.Helper()
-	b, err := env.CS.CoreV1().Pods(s.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(t.Context())
+	b, err := env.CS.CoreV1().Pods(s.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(t.Context())
 	if err != nil {
-		t.Fatalf("logs of %s/%s %s: %v", s.ns, pod, container, err)
+		t.Fatalf("logs of %s/%s %s: %v", s.Namespace, pod, container, err)
 	}
 	return string(b)
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/pkg/operator"
-	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/debianroot"
 	"github.com/c5c3/glance-operator/test/realnode"
 )
@@ -49,63 +47,13 @@ var keep = flag.Bool("stories.keep", false, "leave the cluster's directory (logs
 func TestMain(m *testing.M) {
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	// The other real-node suite of `go test ./...` may hold the machine:
-	// waiting for it counts here.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	unlock, err := controlplane.LockSuite(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	defer unlock()
-	dir, err := os.MkdirTemp("", "glst-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	if env, err = realnode.Start(ctx, dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	fmt.Printf("real-node cluster up in %s (logs in %s)\n", env.Startup.Round(100*time.Millisecond), filepath.Join(dir, "logs"))
-	code := func() int {
-		stop, err := setUp(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "FAIL:", err)
-			}
-		}()
-		return m.Run()
-	}()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: stop the real-node cluster:", err)
-		code = 1
-	}
-	if left, err := controlplane.HostLeftovers(dir); err != nil || len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the stopped node left behind (%v):\n  %s\n", err, strings.Join(left, "\n  "))
-		code = 1
-	}
-	if !*keep {
-		if err := os.RemoveAll(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL: remove", dir, err)
-			code = 1
-		}
-	}
-	return code
+	os.Exit(realnode.Suite{Prefix: "glst-", Keep: *keep, SetUp: setUp}.Run(m))
 }
 
 // setUp pushes the stories' images, installs the chart and starts the
 // MariaDB stand-in; stop stops the stand-in.
-func setUp(ctx context.Context) (stop func() error, err error) {
+func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) {
+	env = e
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		return nil, err

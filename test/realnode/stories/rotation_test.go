@@ -38,8 +38,8 @@ func TestRotation(t *testing.T) {
 		"glance-service-user": {"password": rotatedServicePassword},
 		"glance-db":           {"username": "glance", "password": rotatedDBPassword},
 	} {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, StringData: data}
-		if _, err := env.CS.CoreV1().Secrets(s.ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}, StringData: data}
+		if _, err := env.CS.CoreV1().Secrets(s.Namespace).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func TestRotation(t *testing.T) {
 			t.Errorf("after the roll the service user authenticated with the old or a wrong password (accepted %v)", a.OK)
 		}
 	}
-	rt := s.uploadFromPod(t, "after-rotation", s.apiURL())
+	rt := s.uploadFromPod(t, "after-rotation", s.APIURL())
 	if obj, ok := s.object(t, rt.ID); !ok || obj.SHA256 != rt.SHA256 {
 		t.Errorf("after the rotation, the upload's object: present %v, %+v; want sha256 %s", ok, obj, rt.SHA256)
 	}
@@ -82,14 +82,14 @@ func (s *scene) waitRollout(t *testing.T, generation int64) *appsv1.Deployment {
 	var d *appsv1.Deployment
 	if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
-		if d, err = env.CS.AppsV1().Deployments(s.ns).Get(ctx, realnode.GlanceName, metav1.GetOptions{}); err != nil {
+		if d, err = env.CS.AppsV1().Deployments(s.Namespace).Get(ctx, realnode.GlanceName, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		want := *d.Spec.Replicas
 		return d.Generation > generation && d.Status.ObservedGeneration == d.Generation &&
 			d.Status.UpdatedReplicas == want && d.Status.Replicas == want && d.Status.AvailableReplicas == want, nil
 	}); err != nil {
-		t.Fatalf("the Glance Deployment did not roll out: %v%s", err, env.DeploymentPods(context.Background(), s.ns, realnode.GlanceName))
+		t.Fatalf("the Glance Deployment did not roll out: %v%s", err, env.DeploymentPods(context.Background(), s.Namespace, realnode.GlanceName))
 	}
 	s.waitReady(t, 0)
 	return d
@@ -99,7 +99,7 @@ func (s *scene) waitRollout(t *testing.T, generation int64) *appsv1.Deployment {
 // since t0.
 func (s *scene) replicaSetsSince(t *testing.T, t0 time.Time) int {
 	t.Helper()
-	list, err := env.CS.AppsV1().ReplicaSets(s.ns).List(t.Context(), metav1.ListOptions{})
+	list, err := env.CS.AppsV1().ReplicaSets(s.Namespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

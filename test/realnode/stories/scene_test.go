@@ -23,13 +23,8 @@ import (
 // scene is a realnode.Scene with its Glance, for a test.
 type scene struct {
 	*realnode.Scene
-	ns     string
 	glance *v1alpha1.Glance
 }
-
-// keystoneURL and apiURL are the scene's endpoints as pods see them.
-func (s *scene) keystoneURL() string { return s.KeystoneURL() }
-func (s *scene) apiURL() string      { return s.APIURL() }
 
 // newScene sets the scene for a Glance of release and waits until it is
 // Ready; edit may change the Glance before it is created.
@@ -41,7 +36,7 @@ func newScene(t *testing.T, release string, edit func(*v1alpha1.Glance)) *scene 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scene{Scene: rs, ns: ns}
+	s := &scene{Scene: rs}
 	g := rs.NewGlance(sceneImages, release)
 	if edit != nil {
 		edit(g)
@@ -51,7 +46,7 @@ func newScene(t *testing.T, release string, edit func(*v1alpha1.Glance)) *scene 
 		t.Fatal(err)
 	}
 	s.glance = s.waitReady(t, 0)
-	t.Logf("Glance %s (%s) Ready %s after it was created", s.ns, release, time.Since(created).Round(100*time.Millisecond))
+	t.Logf("Glance %s (%s) Ready %s after it was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond))
 	return s
 }
 
@@ -89,14 +84,14 @@ func (s *scene) waitReady(t *testing.T, observedAfter int64) *v1alpha1.Glance {
 	t.Helper()
 	g := &v1alpha1.Glance{}
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := cl.Get(ctx, keyOf(s.ns, realnode.GlanceName), g); err != nil {
+		if err := cl.Get(ctx, keyOf(s.Namespace, realnode.GlanceName), g); err != nil {
 			return false, err
 		}
 		ready := apimeta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady)
 		return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == g.Generation && g.Generation > observedAfter, nil
 	})
 	if err != nil {
-		t.Fatalf("Glance %s/%s not Ready: %v\n%s", s.ns, realnode.GlanceName, err, s.describe(context.Background(), g))
+		t.Fatalf("Glance %s/%s not Ready: %v\n%s", s.Namespace, realnode.GlanceName, err, s.describe(context.Background(), g))
 	}
 	return g
 }
@@ -107,22 +102,22 @@ func (s *scene) describe(ctx context.Context, g *v1alpha1.Glance) string {
 	for _, c := range g.Status.Conditions {
 		fmt.Fprintf(&b, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
-	b.WriteString(env.DeploymentPods(ctx, s.ns, realnode.GlanceName))
-	jobs, err := env.CS.BatchV1().Jobs(s.ns).List(ctx, metav1.ListOptions{})
+	b.WriteString(env.DeploymentPods(ctx, s.Namespace, realnode.GlanceName))
+	jobs, err := env.CS.BatchV1().Jobs(s.Namespace).List(ctx, metav1.ListOptions{})
 	if err == nil {
 		for _, j := range jobs.Items {
 			fmt.Fprintf(&b, "\n  job %s: succeeded %d failed %d", j.Name, j.Status.Succeeded, j.Status.Failed)
-			b.WriteString(env.DeploymentPods(ctx, s.ns, j.Name))
+			b.WriteString(env.DeploymentPods(ctx, s.Namespace, j.Name))
 		}
 	}
-	b.WriteString(env.DeploymentPods(ctx, s.ns, "mariadb"))
+	b.WriteString(env.DeploymentPods(ctx, s.Namespace, "mariadb"))
 	return b.String()
 }
 
 // deployment is the Glance's Deployment.
 func (s *scene) deployment(t *testing.T) *appsv1.Deployment {
 	t.Helper()
-	d, err := env.CS.AppsV1().Deployments(s.ns).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
+	d, err := env.CS.AppsV1().Deployments(s.Namespace).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,7 @@ func (s *scene) uploadFromPod(t *testing.T, name, api string) roundTrip {
 // what it reports; the client failing fails the test.
 func (s *scene) clientPod(t *testing.T, name string, args ...string) roundTrip {
 	t.Helper()
-	args = append([]string{"glance", "-keystone", s.keystoneURL(), "-password", realnode.DemoPassword}, args...)
-	phase, log := env.RunPod(t, s.ns, env.ProbePod(name, args...))
+	phase, log := env.RunPod(t, s.Namespace, s.client(name, args...))
 	var rt roundTrip
 	for _, line := range strings.Split(log, "\n") {
 		if rest, ok := strings.CutPrefix(line, "result "); ok {
@@ -55,6 +54,11 @@ func (s *scene) clientPod(t *testing.T, name string, args ...string) roundTrip {
 // firstUpload reports the first upload served since the chart's install.
 var firstUpload sync.Once
 
+// client is a pod running `netprobe glance` with args as the demo user.
+func (s *scene) client(name string, args ...string) *corev1.Pod {
+	return env.ProbePod(name, append([]string{"glance", "-keystone", s.KeystoneURL(), "-password", realnode.DemoPassword}, args...)...)
+}
+
 // TestServe: a Glance with an S3 backend turns Ready on the node, for each
 // launch mode; a client pod uploads an image through the Service (by its
 // ClusterIP, then by its DNS name), lists it and downloads it with a
@@ -66,12 +70,12 @@ func TestServe(t *testing.T) {
 		t.Run(release, func(t *testing.T) {
 			t.Parallel()
 			s := newScene(t, release, nil)
-			svc, err := env.CS.CoreV1().Services(s.ns).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
+			svc, err := env.CS.CoreV1().Services(s.Namespace).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			byIP := fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, v1alpha1.APIPort)
-			for _, via := range []struct{ name, api string }{{"by-clusterip", byIP}, {"by-dns-name", s.apiURL()}} {
+			for _, via := range []struct{ name, api string }{{"by-clusterip", byIP}, {"by-dns-name", s.APIURL()}} {
 				t.Run(via.name, func(t *testing.T) {
 					start := time.Now()
 					rt := s.uploadFromPod(t, via.name, via.api)
@@ -90,9 +94,9 @@ func TestServe(t *testing.T) {
 				})
 			}
 			t.Run("healthcheck", func(t *testing.T) {
-				phase, log := env.RunPod(t, s.ns, env.ProbePod("healthcheck", "http", "-url", s.apiURL()+"/healthcheck"))
+				phase, log := env.RunPod(t, s.Namespace, env.ProbePod("healthcheck", "http", "-url", s.APIURL()+"/healthcheck"))
 				if phase != corev1.PodSucceeded || !strings.Contains(log, "status 200") {
-					t.Errorf("GET %s/healthcheck from a pod: %s; log:\n%s", s.apiURL(), phase, log)
+					t.Errorf("GET %s/healthcheck from a pod: %s; log:\n%s", s.APIURL(), phase, log)
 				}
 			})
 		})

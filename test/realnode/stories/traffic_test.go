@@ -33,19 +33,19 @@ func (s *scene) startTraffic(t *testing.T) *traffic {
 	t.Helper()
 	ctx := t.Context()
 	pod := env.ProbePod("traffic", "traffic", "-addr", fmt.Sprintf(":%d", trafficPort), "-workers", "2", "-size", "65536",
-		"-api", s.apiURL(), "-keystone", s.keystoneURL(), "-password", realnode.DemoPassword)
+		"-api", s.APIURL(), "-keystone", s.KeystoneURL(), "-password", realnode.DemoPassword)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(trafficPort)}},
 		PeriodSeconds: 1,
 	}
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
-	if _, err := env.CS.CoreV1().Pods(s.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := env.CS.CoreV1().Pods(s.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ready, err := env.WaitPodReady(ctx, s.ns, pod.Name)
+	ready, err := env.WaitPodReady(ctx, s.Namespace, pod.Name)
 	if err != nil {
-		t.Fatalf("%v; log:\n%s", err, env.PodLog(t, s.ns, pod.Name))
+		t.Fatalf("%v; log:\n%s", err, env.PodLog(t, s.Namespace, pod.Name))
 	}
 	tr := &traffic{stats: fmt.Sprintf("http://%s:%d/stats", ready.Status.PodIP, trafficPort)}
 	start := time.Now()
@@ -101,7 +101,7 @@ func (tr *traffic) report(t *testing.T, what string, from, to time.Time, strict 
 func (s *scene) podUIDs(t *testing.T) map[string]int32 {
 	t.Helper()
 	pods := map[string]int32{}
-	for _, p := range env.RunningPods(t, s.ns, realnode.GlanceName) {
+	for _, p := range env.RunningPods(t, s.Namespace, realnode.GlanceName) {
 		var restarts int32
 		for _, c := range p.Status.ContainerStatuses {
 			restarts += c.RestartCount

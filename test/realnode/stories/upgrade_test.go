@@ -76,14 +76,14 @@ func (s *scene) upgrade(t *testing.T, tr *traffic, release string, strict bool) 
 			t.Errorf("after the upgrade glance-api runs %s", c.Image)
 		}
 	}
-	for _, p := range env.RunningPods(t, s.ns, realnode.GlanceName) {
+	for _, p := range env.RunningPods(t, s.Namespace, realnode.GlanceName) {
 		for _, c := range p.Status.ContainerStatuses {
 			if !c.Ready {
 				t.Errorf("pod %s container %s not Ready after the upgrade", p.Name, c.Name)
 			}
 		}
 	}
-	rt := s.uploadFromPod(t, "after-upgrade", s.apiURL())
+	rt := s.uploadFromPod(t, "after-upgrade", s.APIURL())
 	if !rt.Listed || rt.DownloadedSHA256 != rt.SHA256 {
 		t.Errorf("round trip after the upgrade: %+v", rt)
 	}
@@ -97,7 +97,7 @@ func (s *scene) watchPhases(t *testing.T, generation int64, release string) map[
 	seen := map[v1alpha1.UpgradePhase]bool{}
 	g := &v1alpha1.Glance{}
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 8*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := cl.Get(ctx, keyOf(s.ns, realnode.GlanceName), g); err != nil {
+		if err := cl.Get(ctx, keyOf(s.Namespace, realnode.GlanceName), g); err != nil {
 			return false, err
 		}
 		if g.Status.UpgradePhase != "" {
