@@ -11,29 +11,52 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/c5c3/glance-operator/pkg/release"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// TestGlanceSidImage: the Glance image of Debian unstable's root holds
-// glance-api and the overlay's entry points, none of Debian's default
-// /etc/glance config, runs as 42424, and says in its history which suite
-// it is from.
-func TestGlanceSidImage(t *testing.T) {
+// TestGlanceImages: a Glance root gives one image per launch mode, both
+// holding glance-api and none of Debian's default /etc/glance config,
+// running as 42424 and saying in their history which suite they are from.
+// The uWSGI image adds uWSGI and the overlay's entry points over the same
+// lowest layer as the eventlet image, which has no uWSGI at all.
+func TestGlanceImages(t *testing.T) {
 	t.Parallel()
-	cfg, files := writtenImage(t, func(archive string) (v1.Hash, error) {
-		return WriteGlanceImage(GlanceSid, archive, "openstack/glance:2026.1")
-	}, "Glance from Debian sid's packages (hack/debianroots/glance-sid.packages)")
-	if cfg.Config.User != "42424:42424" {
-		t.Errorf("user %q, want 42424:42424", cfg.Config.User)
+	uwsgiFiles := []string{"usr/bin/uwsgi", "usr/bin/uwsgi-core", "etc/alternatives/uwsgi", "usr/lib/uwsgi/plugins/python3_plugin.so", "usr/local/bin/uwsgi", "var/lib/openstack/bin/glance-wsgi-api"}
+	base := map[release.LaunchMode]v1.Hash{}
+	for _, mode := range []release.LaunchMode{release.Eventlet, release.UWSGI} {
+		cfg, files, layers := writtenImage(t, func(archive string) (v1.Hash, error) {
+			return WriteGlanceImage(Glance, mode, archive, "openstack/glance:"+string(mode))
+		}, "Glance ("+string(mode)+") from Debian trixie's packages (hack/debianroots/glance.packages)")
+		base[mode] = layers[0]
+		if cfg.Config.User != "42424:42424" {
+			t.Errorf("%s: user %q, want 42424:42424", mode, cfg.Config.User)
+		}
+		want, unwanted := []string{"usr/bin/glance-api", "usr/bin/glance-manage", "usr/bin/glance-cache-pruner"}, GlanceDefaultConfig
+		if mode == release.UWSGI {
+			want = append(want, uwsgiFiles...)
+		} else {
+			unwanted = func(name string) bool { return GlanceDefaultConfig(name) || slices.Contains(uwsgiFiles, name) }
+		}
+		checkFiles(t, files, want, string(mode)+": Debian's default config or uWSGI's files", unwanted)
+		if h := files["etc/glance/"]; h == nil {
+			t.Errorf("%s: etc/glance/ missing: only its default config files are left out", mode)
+		}
+		if h := files["var/lib/glance/"]; h == nil || h.Uid != 42424 || h.Gid != 42424 {
+			t.Errorf("%s: var/lib/glance/: %+v, want owned by 42424:42424, the renumbered glance user", mode, h)
+		}
 	}
-	checkFiles(t, files, []string{"usr/bin/glance-api", "usr/bin/glance-manage", "usr/bin/uwsgi", "usr/local/bin/uwsgi", "var/lib/openstack/bin/glance-wsgi-api"},
-		"Debian's default config", GlanceDefaultConfig)
-	if h := files["etc/glance/"]; h == nil {
-		t.Error("etc/glance/ missing: only its default config files are left out")
+	if base[release.Eventlet] != base[release.UWSGI] {
+		t.Errorf("the lowest layers differ: eventlet %s, uwsgi %s; want one layer both images share", base[release.Eventlet], base[release.UWSGI])
 	}
-	if h := files["var/lib/glance/"]; h == nil || h.Uid != 42424 || h.Gid != 42424 {
-		t.Errorf("var/lib/glance/: %+v, want owned by 42424:42424, the renumbered glance user", h)
+	// sid has no uwsgi-core: uwsgi itself carries the binary.
+	_, files, _ := writtenImage(t, func(archive string) (v1.Hash, error) {
+		return WriteGlanceImage(GlanceSid, release.UWSGI, archive, "openstack/glance:2026.2")
+	}, "Glance (uwsgi) from Debian sid's packages (hack/debianroots/glance-sid.packages)")
+	checkFiles(t, files, append([]string{"usr/bin/glance-api"}, uwsgiFiles...), "Debian's default config", GlanceDefaultConfig)
+	if _, err := WriteGlanceImage(Glance, "gunicorn", filepath.Join(t.TempDir(), "image.oci.tar"), "x"); err == nil || !strings.Contains(err.Error(), `"gunicorn"`) {
+		t.Errorf("an unknown launch mode: %v, want an error naming it", err)
 	}
 }
 
@@ -42,7 +65,7 @@ func TestGlanceSidImage(t *testing.T) {
 // no default command.
 func TestMariaDBImage(t *testing.T) {
 	t.Parallel()
-	cfg, files := writtenImage(t, func(archive string) (v1.Hash, error) {
+	cfg, files, _ := writtenImage(t, func(archive string) (v1.Hash, error) {
 		return WriteMariaDBImage(archive, "library/mariadb:trixie")
 	}, "MariaDB from Debian trixie's packages (hack/debianroots/mariadb.packages)")
 	if cfg.Config.User != "0:0" {
@@ -100,8 +123,9 @@ func TestDir(t *testing.T) {
 }
 
 // writtenImage writes an image with write, opens it, checks its history holds
-// comment, and returns its config and its layers' entries.
-func writtenImage(t *testing.T, write func(archive string) (v1.Hash, error), comment string) (*v1.ConfigFile, map[string]*tar.Header) {
+// comment, and returns its config, its layers' entries and its layers'
+// digests, lowest first.
+func writtenImage(t *testing.T, write func(archive string) (v1.Hash, error), comment string) (*v1.ConfigFile, map[string]*tar.Header, []v1.Hash) {
 	t.Helper()
 	archive := filepath.Join(t.TempDir(), "image.oci.tar")
 	digest, err := write(archive)
@@ -109,7 +133,15 @@ func writtenImage(t *testing.T, write func(archive string) (v1.Hash, error), com
 		t.Fatal(err)
 	}
 	img := layoutImage(t, archive, digest)
-	return configOf(t, img, comment), layerFiles(t, img)
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layers []v1.Hash
+	for _, l := range m.Layers {
+		layers = append(layers, l.Digest)
+	}
+	return configOf(t, img, comment), layerFiles(t, img), layers
 }
 
 // layoutImage extracts an OCI layout archive and opens its image digest

@@ -4,8 +4,12 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/pkg/release"
 	"github.com/c5c3/glance-operator/pkg/render"
 )
 
@@ -51,27 +56,133 @@ func GlanceDefaultConfig(rel string) bool {
 // imageEnv is the environment of the images' processes.
 var imageEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 
-// WriteGlanceImage writes a Glance image of a Glance root (Glance or
-// GlanceSid) as an OCI layout archive at path, named ref: the root without
-// Debian's default glance config, GlanceOverlay's files over it, running as
+// uwsgiPackage reports the Debian packages of uWSGI in a Glance root, which
+// only a uWSGI image ships: uwsgi and the uwsgi-* packages (trixie splits
+// out uwsgi-core, sid does not; both have uwsgi-plugin-python3).
+func uwsgiPackage(name string) bool { return name == "uwsgi" || strings.HasPrefix(name, "uwsgi-") }
+
+// WriteGlanceImage writes the Glance image of a Glance root (Glance or
+// GlanceSid) for a launch mode as an OCI layout archive at path, named ref.
+// Its lowest layer is the root without Debian's default glance config and
+// without uWSGI, the same for both modes, so a node that runs one pulls
+// only the other's upper layers. A uWSGI image adds uWSGI's files and
+// GlanceOverlay's entry points; an eventlet image runs glance-api and has
+// no uWSGI at all (dpkg's database still lists its packages). Both run as
 // the glance user (uid and gid 42424, which the root was renumbered to).
-// Both launch modes run from it: glance-api (eventlet) and uWSGI with the
-// WSGI shim.
-func WriteGlanceImage(root Root, archive, ref string) (v1.Hash, error) {
-	overlay, err := GlanceOverlay()
+func WriteGlanceImage(root Root, mode release.LaunchMode, archive, ref string) (v1.Hash, error) {
+	dir, err := root.Dir()
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	files := map[string]ociimage.TreeFile{}
-	for name, data := range overlay {
-		files[name] = ociimage.TreeFile{Data: data, Mode: 0o755}
+	uwsgi, err := packageFiles(dir, "uwsgi", uwsgiPackage)
+	if err != nil {
+		return v1.Hash{}, err
 	}
 	id := strconv.FormatInt(render.GlanceUID, 10)
-	return writeImage(root, "Glance", archive, ref, ociimage.TreeImage{
-		Omit:   GlanceDefaultConfig,
-		Files:  files,
+	img := ociimage.TreeImage{
+		Trees:  []ociimage.Tree{{Dir: dir, Omit: func(rel string) bool { return GlanceDefaultConfig(rel) || uwsgi.owns(rel) }}},
 		Config: v1.Config{User: id + ":" + id, Env: imageEnv, WorkingDir: "/"},
-	})
+	}
+	switch mode {
+	case release.Eventlet:
+	case release.UWSGI:
+		overlay, err := GlanceOverlay()
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		img.Files = map[string]ociimage.TreeFile{}
+		for name, data := range overlay {
+			img.Files[name] = ociimage.TreeFile{Data: data, Mode: 0o755}
+		}
+		img.Trees = append(img.Trees, ociimage.Tree{Dir: dir, Omit: func(rel string) bool { return !uwsgi.owns(rel) && !uwsgi.parents[rel] }})
+	default:
+		return v1.Hash{}, fmt.Errorf("a Glance image for launch mode %q: want %q or %q", mode, release.Eventlet, release.UWSGI)
+	}
+	return writeImage(root, "Glance ("+string(mode)+")", archive, ref, img)
+}
+
+// ownedFiles are the files of some Debian packages in a root, by path
+// relative to the root: what their dpkg lists name, and the symbolic links
+// beside those files or in /etc/alternatives that lead to one of them (the
+// links update-alternatives made). parents are their directories.
+type ownedFiles struct {
+	files, parents map[string]bool
+}
+
+func (o ownedFiles) owns(rel string) bool { return o.files[rel] }
+
+// packageFiles reads the files of the packages of the root at dir that
+// match from its dpkg database; required must be one of them.
+func packageFiles(dir, required string, match func(pkg string) bool) (ownedFiles, error) {
+	o := ownedFiles{files: map[string]bool{}, parents: map[string]bool{}}
+	lists, err := filepath.Glob(filepath.Join(dir, "var/lib/dpkg/info", "*.list"))
+	if err != nil {
+		return o, err
+	}
+	found := false
+	for _, list := range lists {
+		pkg, _, _ := strings.Cut(strings.TrimSuffix(filepath.Base(list), ".list"), ":")
+		if !match(pkg) {
+			continue
+		}
+		found = found || pkg == required
+		b, err := os.ReadFile(list)
+		if err != nil {
+			return o, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			rel := strings.TrimPrefix(line, "/")
+			if fi, err := os.Lstat(filepath.Join(dir, rel)); rel != "" && err == nil && !fi.IsDir() {
+				o.files[rel] = true
+			}
+		}
+	}
+	if !found {
+		return o, fmt.Errorf("package %s is not installed in %s: rebuild the root with its make target", required, dir)
+	}
+	// Links to the packages' files: in the directories of those files, and
+	// the alternatives' links.
+	dirs := map[string]bool{"etc/alternatives": true}
+	for rel := range o.files {
+		dirs[path.Dir(rel)] = true
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		entries, err := os.ReadDir(filepath.Join(dir, d))
+		if err != nil {
+			return o, err
+		}
+		for _, e := range entries {
+			if rel := path.Join(d, e.Name()); e.Type()&fs.ModeSymlink != 0 && leadsTo(dir, rel, o.files) {
+				o.files[rel] = true
+			}
+		}
+	}
+	for rel := range o.files {
+		for p := path.Dir(rel); p != "."; p = path.Dir(p) {
+			o.parents[p] = true
+		}
+	}
+	return o, nil
+}
+
+// leadsTo reports whether the symbolic link rel in the root at dir leads,
+// in a few links, to one of files.
+func leadsTo(dir, rel string, files map[string]bool) bool {
+	for range 4 {
+		target, err := os.Readlink(filepath.Join(dir, rel))
+		if err != nil {
+			return false
+		}
+		if path.IsAbs(target) {
+			rel = strings.TrimPrefix(path.Clean(target), "/")
+		} else {
+			rel = path.Join(path.Dir(rel), target)
+		}
+		if files[rel] {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteMariaDBImage writes an image of the MariaDB root as an OCI layout
@@ -80,10 +191,14 @@ func WriteGlanceImage(root Root, archive, ref string) (v1.Hash, error) {
 // installation initialised (/var/lib/mysql) is left empty, and Debian's
 // documentation out.
 func WriteMariaDBImage(archive, ref string) (v1.Hash, error) {
+	dir, err := MariaDB.Dir()
+	if err != nil {
+		return v1.Hash{}, err
+	}
 	return writeImage(MariaDB, "MariaDB", archive, ref, ociimage.TreeImage{
-		Omit: func(rel string) bool {
+		Trees: []ociimage.Tree{{Dir: dir, Omit: func(rel string) bool {
 			return strings.HasPrefix(rel, "var/lib/mysql/") || rel == "usr/share/doc" || rel == "usr/share/man"
-		},
+		}}},
 		Config: v1.Config{User: "0:0", Env: imageEnv, WorkingDir: "/"},
 	})
 }
@@ -92,15 +207,10 @@ func WriteMariaDBImage(archive, ref string) (v1.Hash, error) {
 // suite, with every timestamp at the epoch: the same root gives the same
 // digest.
 func writeImage(r Root, what, archive, ref string, img ociimage.TreeImage) (v1.Hash, error) {
-	dir, err := r.Dir()
-	if err != nil {
-		return v1.Hash{}, err
-	}
 	suite, err := r.Suite()
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	img.Trees = []string{dir}
 	img.Comment = fmt.Sprintf("%s from Debian %s's packages (hack/debianroots/%s.packages)", what, suite, r.Name)
 	return ociimage.WriteTreeArchive(archive, ref, runtime.GOARCH, img, time.Unix(0, 0).UTC())
 }

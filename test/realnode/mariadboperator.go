@@ -229,7 +229,10 @@ func (op *mariadbOperator) server(ctx context.Context, key types.NamespacedName)
 		cfg.User, cfg.Passwd = mariadbAdminUser, string(secret.Data["password"])
 		cfg.Net, cfg.Addr = "tcp", fmt.Sprintf("%s:%d", svc.Spec.ClusterIP, MariaDBPort)
 		cfg.InterpolateParams = true
-		cfg.Timeout = 3 * time.Second
+		// A MariaDB pod can vanish with its namespace without closing its
+		// connections: bound every read and write, or closing the pool at
+		// stop waits minutes for TCP to give up on the dead peer.
+		cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 3*time.Second, 10*time.Second, 5*time.Second
 		connector, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return nil, err

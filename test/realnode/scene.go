@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/release"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/debianroot"
 	"github.com/c5c3/glance-operator/test/fixtures"
@@ -53,39 +56,55 @@ type SceneImages struct {
 	StandIns, MariaDB, GlanceRepository string
 }
 
-// PushSceneImages builds and pushes the scene's images: the Glance image
-// of root tagged with each of releases.
+// PushSceneImages builds and pushes the scene's images, at the same time:
+// the Glance images of root tagged with each of releases.
 func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, releases []string) (SceneImages, error) {
 	reg, dir := e.Cluster.Registry, e.ImageDir()
 	var imgs SceneImages
-	var err error
-	if imgs.StandIns, err = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1"); err != nil {
-		return imgs, err
-	}
-	archive := filepath.Join(dir, "mariadb.oci.tar")
-	if _, err := debianroot.WriteMariaDBImage(archive, "test/mariadb:trixie"); err != nil {
-		return imgs, err
-	}
-	if imgs.MariaDB, err = reg.Push(ctx, archive, "test/mariadb", "trixie"); err != nil {
-		return imgs, err
-	}
-	imgs.GlanceRepository, err = e.PushGlanceImage(ctx, root, releases)
-	return imgs, err
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() {
+		imgs.StandIns, errs[0] = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1")
+	})
+	wg.Go(func() {
+		archive := filepath.Join(dir, "mariadb.oci.tar")
+		if _, errs[1] = debianroot.WriteMariaDBImage(archive, "test/mariadb:trixie"); errs[1] == nil {
+			imgs.MariaDB, errs[1] = reg.Push(ctx, archive, "test/mariadb", "trixie")
+		}
+	})
+	wg.Go(func() { imgs.GlanceRepository, errs[2] = e.PushGlanceImage(ctx, root, releases) })
+	wg.Wait()
+	return imgs, errors.Join(errs...)
 }
 
-// PushGlanceImage builds the Glance image of root and pushes it tagged
-// with each of releases; it returns the repository.
+// PushGlanceImage builds the Glance images of root, one per launch mode of
+// releases and at the same time, and pushes each tagged with its releases;
+// it returns the repository.
 func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, releases []string) (string, error) {
-	archive := filepath.Join(e.ImageDir(), "glance-"+root.Name+".oci.tar")
-	if _, err := debianroot.WriteGlanceImage(root, archive, "openstack/glance:"+releases[0]); err != nil {
-		return "", err
+	byMode := map[release.LaunchMode][]string{}
+	for _, r := range releases {
+		mode := release.LaunchModeOf(r)
+		byMode[mode] = append(byMode[mode], r)
 	}
-	for _, release := range releases {
-		if _, err := e.Cluster.Registry.Push(ctx, archive, "openstack/glance", release); err != nil {
-			return "", err
-		}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for mode, tags := range byMode {
+		wg.Go(func() {
+			archive := filepath.Join(e.ImageDir(), "glance-"+root.Name+"-"+string(mode)+".oci.tar")
+			_, err := debianroot.WriteGlanceImage(root, mode, archive, "openstack/glance:"+tags[0])
+			for _, tag := range tags {
+				if err == nil {
+					_, err = e.Cluster.Registry.Push(ctx, archive, "openstack/glance", tag)
+				}
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
 	}
-	return e.Cluster.Registry.Host + "/openstack/glance", nil
+	wg.Wait()
+	return e.Cluster.Registry.Host + "/openstack/glance", errors.Join(errs...)
 }
 
 // Scene is a namespace with what a Glance needs, all running as pods:

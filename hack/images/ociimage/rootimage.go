@@ -16,21 +16,26 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// TreeImage is an image of whole directory trees, such as a Debian root
-// and an overlay of files on it: one uncompressed layer per tree, lowest
-// first. Owners, modes, symbolic and hard links are kept; device nodes,
-// sockets and fifos are left out (the runtime provides /dev).
+// TreeImage is an image of directory trees, such as a Debian root and an
+// overlay of files on it: one uncompressed layer per tree, lowest first.
+// Owners, modes, symbolic and hard links are kept; device nodes, sockets
+// and fifos are left out (the runtime provides /dev).
 type TreeImage struct {
-	Trees []string
-	// Omit, when set, leaves out the trees' paths (relative, slash
-	// separated) for which it returns true.
-	Omit func(rel string) bool
+	Trees []Tree
 	// Files, when set, are a last layer of files by path (relative, slash
 	// separated), owned by root, with their parent directories.
 	Files  map[string]TreeFile
 	Config v1.Config
 	// Comment describes the image in its history.
 	Comment string
+}
+
+// Tree is one layer of TreeImage: the tree at Dir, less what Omit returns
+// true for (paths relative to Dir, slash separated; an omitted directory
+// is omitted whole). Two images with the same Tree share its layer.
+type Tree struct {
+	Dir  string
+	Omit func(rel string) bool
 }
 
 // TreeFile is one file of TreeImage.Files.
@@ -44,8 +49,8 @@ type TreeFile struct {
 // same trees give the same digest.
 func WriteTreeArchive(path, ref, arch string, img TreeImage, created time.Time) (v1.Hash, error) {
 	layers := make([]layer, 0, len(img.Trees))
-	for _, dir := range img.Trees {
-		l, err := treeLayer(dir, img.Omit, created)
+	for _, tree := range img.Trees {
+		l, err := treeLayer(tree.Dir, tree.Omit, created)
 		if err != nil {
 			return v1.Hash{}, err
 		}

@@ -48,8 +48,7 @@ func TestTreeImage(t *testing.T) {
 	}
 	mustWrite("etc/omitted.conf", 0o644)
 	img := TreeImage{
-		Trees:   []string{tree},
-		Omit:    func(rel string) bool { return rel == "etc/omitted.conf" },
+		Trees:   []Tree{{Dir: tree, Omit: func(rel string) bool { return rel == "etc/omitted.conf" }}},
 		Files:   map[string]TreeFile{"usr/local/bin/shim": {Data: []byte("#!/bin/sh\n"), Mode: 0o755}},
 		Config:  v1.Config{User: "42424:42424"},
 		Comment: "test",

@@ -14,11 +14,10 @@ import (
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
-// TestOperatorFailover: the leading manager pod is deleted; the other
-// manager takes over and reconciles a spec change, and the Glance pods
+// failover: the leading manager pod is deleted; the other manager takes
+// over and reconciles a spec change (three replicas), and the Glance pods
 // that were running go on without a restart.
-func TestOperatorFailover(t *testing.T) {
-	s := newScene(t, "2026.1", nil)
+func (s *scene) failover(t *testing.T) {
 	pods := s.podUIDs(t)
 	leader := env.LeaseHolder(t, "")
 	leaderPod, _, _ := strings.Cut(leader, "_")

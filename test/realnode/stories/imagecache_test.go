@@ -30,17 +30,20 @@ const (
 	hugeImageSize  = 12 << 20
 )
 
-// TestImageCache: with spec.imageCache, a second download of an image is
-// served from the cache (its file is in the cache directory on the node,
-// and the store is read once); the sidecar's pruner brings a cache over
-// image_cache_max_size back under it; a cache driven past its emptyDir
-// bound gets the pod evicted by the kubelet, and the operator emits
-// ImageCacheEvicted once.
-func TestImageCache(t *testing.T) {
-	s := newScene(t, "2026.1", func(g *v1alpha1.Glance) {
-		g.Spec.Deployment.Replicas = ptr.To[int32](1)
-		g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: resource.MustParse(cacheSize)}
-	})
+// withImageCache gives a Glance one replica and an image cache of
+// cacheSize.
+func withImageCache(g *v1alpha1.Glance) {
+	g.Spec.Deployment.Replicas = ptr.To[int32](1)
+	g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: resource.MustParse(cacheSize)}
+}
+
+// imageCache: on a Glance withImageCache whose cache is empty, a second
+// download of an image is served from the cache (its file is in the cache
+// directory on the node, and the store is read once); the sidecar's pruner
+// brings a cache over image_cache_max_size back under it; a cache driven
+// past its emptyDir bound gets the pod evicted by the kubelet, and the
+// operator emits ImageCacheEvicted once.
+func (s *scene) imageCache(t *testing.T) {
 	pod := s.onlyPod(t)
 	cacheDir := env.EmptyDirPath(pod.UID, render.VolumeImageCache)
 

@@ -6,10 +6,12 @@ package stories
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,12 +36,12 @@ var (
 	installStarted time.Time
 )
 
-// glanceReleases are the releases the Glance image is tagged for: one
-// per launch mode (2025.2 runs eventlet, 2026.1 uWSGI).
+// glanceReleases are the releases of the Glance images: one per launch
+// mode (2025.2 runs eventlet, 2026.1 uWSGI).
 var glanceReleases = []string{"2025.2", "2026.1"}
 
-// sidRelease tags the Glance image of Debian sid's packages (Glance 33):
-// the release after glanceReleases, for the schema migration story.
+// sidRelease tags the Glance image of Debian sid's packages (Glance 33,
+// uWSGI): the release after glanceReleases, for the schema migration story.
 const sidRelease = "2026.2"
 
 var keep = flag.Bool("stories.keep", false, "leave the cluster's directory (logs, kubeconfigs) behind after the suite")
@@ -50,8 +52,8 @@ func TestMain(m *testing.M) {
 	os.Exit(realnode.Suite{Prefix: "glst-", Keep: *keep, SetUp: setUp}.Run(m))
 }
 
-// setUp pushes the stories' images, installs the chart and starts the
-// MariaDB stand-in; stop stops the stand-in.
+// setUp pushes the stories' images and installs the chart, at the same
+// time, then starts the MariaDB stand-in; stop stops the stand-in.
 func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) {
 	env = e
 	scheme, err := operator.NewScheme()
@@ -61,21 +63,28 @@ func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) 
 	if cl, err = client.New(env.Cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	if sceneImages, err = env.PushSceneImages(ctx, debianroot.Glance, glanceReleases); err != nil {
-		return nil, err
-	}
-	fmt.Printf("stand-in, MariaDB and Glance images built and pushed in %s\n", time.Since(start).Round(100*time.Millisecond))
-	start = time.Now()
-	if _, err := env.PushGlanceImage(ctx, debianroot.GlanceSid, []string{sidRelease}); err != nil {
-		return nil, err
-	}
-	fmt.Printf("Glance image of Debian sid built and pushed as %s in %s\n", sidRelease, time.Since(start).Round(100*time.Millisecond))
-	installStarted = time.Now()
-	if installed, err = env.InstallChart(ctx); err != nil {
-		return nil, err
-	}
-	if err := realnode.CreateSecretStore(ctx, cl); err != nil {
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() {
+		start := time.Now()
+		if sceneImages, errs[0] = env.PushSceneImages(ctx, debianroot.Glance, glanceReleases); errs[0] == nil {
+			fmt.Printf("stand-in, MariaDB and Glance images built and pushed in %s\n", time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+	wg.Go(func() {
+		start := time.Now()
+		if _, errs[1] = env.PushGlanceImage(ctx, debianroot.GlanceSid, []string{sidRelease}); errs[1] == nil {
+			fmt.Printf("Glance image of Debian sid built and pushed as %s in %s\n", sidRelease, time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+	wg.Go(func() {
+		installStarted = time.Now()
+		if installed, errs[2] = env.InstallChart(ctx); errs[2] == nil {
+			errs[2] = realnode.CreateSecretStore(ctx, cl)
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return realnode.StartMariaDBOperator(ctx, env.Cluster.Config, sceneImages.MariaDB, filepath.Join(env.Cluster.Dir, "logs"))

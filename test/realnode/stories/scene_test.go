@@ -20,10 +20,36 @@ import (
 	"github.com/c5c3/glance-operator/test/s3store"
 )
 
-// scene is a realnode.Scene with its Glance, for a test.
+// scene is a realnode.Scene with its Glance, and its traffic once a story
+// started it, for the stories of one test.
 type scene struct {
 	*realnode.Scene
 	glance *v1alpha1.Glance
+	tr     *traffic
+}
+
+// story is one story of a scene.
+type story struct {
+	name string
+	run  func(*testing.T)
+}
+
+// tell runs the stories as subtests, in order, on the scene each leaves
+// behind; once one fails, the rest, which start from its end, do not run.
+func tell(t *testing.T, stories ...story) {
+	t.Helper()
+	for i, st := range stories {
+		if !t.Run(st.name, st.run) {
+			var rest []string
+			for _, r := range stories[i+1:] {
+				rest = append(rest, r.name)
+			}
+			if len(rest) > 0 {
+				t.Fatalf("%s failed; not run, as they start from its end: %s", st.name, strings.Join(rest, ", "))
+			}
+			return
+		}
+	}
 }
 
 // newScene sets the scene for a Glance of release and waits until it is

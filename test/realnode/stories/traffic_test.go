@@ -27,10 +27,14 @@ type traffic struct {
 	stats string
 }
 
-// startTraffic runs a traffic pod and waits until its first requests are
-// done.
-func (s *scene) startTraffic(t *testing.T) *traffic {
+// traffic is the scene's traffic: on the first call it runs a traffic pod
+// and waits until its first requests are done; the stories after it report
+// their own windows of the same client.
+func (s *scene) traffic(t *testing.T) *traffic {
 	t.Helper()
+	if s.tr != nil {
+		return s.tr
+	}
 	ctx := t.Context()
 	pod := env.ProbePod("traffic", "traffic", "-addr", fmt.Sprintf(":%d", trafficPort), "-workers", "2", "-size", "65536",
 		"-api", s.APIURL(), "-keystone", s.KeystoneURL(), "-password", realnode.DemoPassword)
@@ -53,6 +57,7 @@ func (s *scene) startTraffic(t *testing.T) *traffic {
 	if st := tr.window(t, start, time.Now()); st.Requests == 0 || st.Failed > 0 {
 		t.Fatalf("traffic before the story: %+v", st)
 	}
+	s.tr = tr
 	return tr
 }
 

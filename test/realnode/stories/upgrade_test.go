@@ -14,18 +14,16 @@ import (
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
-// TestUpgradeUnderTraffic: 2025.2 (eventlet) to 2026.1 (uWSGI) while a
-// client sends list, download and upload requests through the Service
-// without pause. Expand, migrate, rollout and contract run for real against
-// MariaDB; no request fails, and the story reports the requests and their
-// p99 during the rollout.
-func TestUpgradeUnderTraffic(t *testing.T) {
-	s := newScene(t, "2025.2", nil)
-	tr := s.startTraffic(t)
-	s.upgrade(t, tr, "2026.1", true)
+// upgradeToUWSGI: 2025.2 (eventlet) to 2026.1 (uWSGI), each release its
+// launch mode's image, while the scene's traffic sends list, download and
+// upload requests through the Service without pause. Expand, migrate,
+// rollout and contract run for real against MariaDB; no request fails, and
+// the story reports the requests and their p99 during the rollout.
+func (s *scene) upgradeToUWSGI(t *testing.T) {
+	s.upgrade(t, s.traffic(t), "2026.1", true)
 }
 
-// TestSchemaMigrationUnderTraffic: from 2026.1 on trixie's Glance 30 to
+// jumpToGlance33: from 2026.1 on trixie's Glance 30 to
 // 2026.2 on sid's Glance 33, three Glance releases of code in one step of
 // the operator's, under the same traffic: expand and migrate run Glance 33's
 // glance-manage against the schema the outgoing Glance 30 pods serve from.
@@ -36,9 +34,8 @@ func TestUpgradeUnderTraffic(t *testing.T) {
 // response), whatever the operator does. The story reports those downloads
 // and holds everything else: every upload and list served, the upgrade
 // through all its phases, and no failure once the old pods are gone.
-func TestSchemaMigrationUnderTraffic(t *testing.T) {
-	s := newScene(t, "2026.1", nil)
-	tr := s.startTraffic(t)
+func (s *scene) jumpToGlance33(t *testing.T) {
+	tr := s.traffic(t)
 	st := s.upgrade(t, tr, sidRelease, false)
 	if failed := st.Failed - st.FailedByOp["download"]; failed > 0 {
 		t.Errorf("%d uploads or lists failed during the jump to Glance 33: only downloads by the outgoing pods may", failed)

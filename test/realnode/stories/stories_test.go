@@ -1,0 +1,32 @@
+package stories
+
+import "testing"
+
+// The stories share three scenes, told at the same time: a scene takes
+// over a minute to set and the node has two cores, so each scene carries
+// the stories that can start where another ended.
+
+// TestEventletScene: a 2025.2 Glance (eventlet) serves, then upgrades to
+// 2026.1 (uWSGI) under traffic.
+func TestEventletScene(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "2025.2", nil)
+	tell(t, story{"serve", s.serve}, story{"upgrade-to-uwsgi", s.upgradeToUWSGI})
+}
+
+// TestUWSGIScene: a 2026.1 Glance (uWSGI) serves; its passwords rotate
+// under traffic; it jumps to Glance 33 under the same traffic.
+func TestUWSGIScene(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "2026.1", nil)
+	tell(t, story{"serve", s.serve}, story{"rotation", s.rotate}, story{"jump-to-glance-33", s.jumpToGlance33})
+}
+
+// TestImageCacheScene: a 2026.1 Glance with an image cache serves from its
+// cache and is evicted past the cache's bound; then the leading manager
+// fails over and scales it to three replicas.
+func TestImageCacheScene(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, "2026.1", withImageCache)
+	tell(t, story{"image-cache", s.imageCache}, story{"failover", s.failover})
+}
