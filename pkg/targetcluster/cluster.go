@@ -6,6 +6,7 @@ package targetcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +109,12 @@ func (c *Cluster) Serves(gvk schema.GroupVersionKind) (bool, error) {
 	}
 }
 
+// ErrNotRegistered is wrapped by the error of Resolve when no kubeconfig
+// Secret registers the target: the one answer that says the target is gone
+// rather than unreachable for now, so the only one under which a Glance
+// being deleted leaves its children there behind.
+var ErrNotRegistered = errors.New("not registered")
+
 // Resolver finds the Cluster of a Glance.
 type Resolver interface {
 	Resolve(ctx context.Context, ref *v1alpha1.TargetClusterReference) (*Cluster, error)
@@ -123,7 +130,7 @@ type ManagementOnly struct {
 // Resolve implements Resolver.
 func (m ManagementOnly) Resolve(_ context.Context, ref *v1alpha1.TargetClusterReference) (*Cluster, error) {
 	if ref != nil {
-		return nil, fmt.Errorf("target cluster %q is not registered", ref.Name)
+		return nil, fmt.Errorf("target cluster %q is %w", ref.Name, ErrNotRegistered)
 	}
 	return m.Cluster, nil
 }

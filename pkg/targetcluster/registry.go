@@ -181,15 +181,15 @@ func (r *Registry) Resolve(ctx context.Context, ref *v1alpha1.TargetClusterRefer
 		return r.o.Management, nil
 	}
 	if !r.wait(ctx, r.listed) {
-		return nil, fmt.Errorf("target cluster %q is not registered: the kubeconfig Secrets in namespace %q have not been read yet", ref.Name, r.o.Namespace)
+		return nil, fmt.Errorf("target cluster %q is not known yet: the kubeconfig Secrets in namespace %q have not been read yet", ref.Name, r.o.Namespace)
 	}
 	r.mu.Lock()
 	reg := r.clusters[ref.Name]
 	r.mu.Unlock()
 	switch {
 	case reg == nil:
-		return nil, fmt.Errorf("target cluster %q is not registered: no Secret %q in namespace %q carries the label %s: \"true\"",
-			ref.Name, ref.Name, r.o.Namespace, KubeconfigSecretLabel)
+		return nil, fmt.Errorf("target cluster %q is %w: no Secret %q in namespace %q carries the label %s: \"true\"",
+			ref.Name, ErrNotRegistered, ref.Name, r.o.Namespace, KubeconfigSecretLabel)
 	case reg.refused != nil:
 		return nil, fmt.Errorf("target cluster %q is refused: kubeconfig Secret %s/%s: %w", ref.Name, r.o.Namespace, ref.Name, reg.refused)
 	}

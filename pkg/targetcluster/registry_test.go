@@ -1,6 +1,7 @@
 package targetcluster
 
 import (
+	"errors"
 	"context"
 	"net"
 	"strconv"
@@ -86,11 +87,52 @@ func newTestRegistry(t *testing.T) (*Registry, *prometheus.Registry) {
 
 func resolveErr(t *testing.T, r *Registry, name string) string {
 	t.Helper()
+	return resolveError(t, r, name).Error()
+}
+
+func resolveError(t *testing.T, r *Registry, name string) error {
+	t.Helper()
 	c, err := r.Resolve(t.Context(), &v1alpha1.TargetClusterReference{Name: name})
 	if err == nil {
 		t.Fatalf("resolved %q to %v", name, c)
 	}
-	return err.Error()
+	return err
+}
+
+// TestOnlyAMissingSecretIsNotRegistered: ErrNotRegistered, under which a
+// Glance being deleted abandons its children, means the Secret is gone, and
+// nothing that may pass.
+func TestOnlyAMissingSecretIsNotRegistered(t *testing.T) {
+	early, err := NewRegistry(&rest.Config{}, RegistryOptions{
+		Namespace: "clusters", Management: &Cluster{}, Scheme: scheme.Scheme, ConnectTimeout: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resolveError(t, early, "west"); errors.Is(err, ErrNotRegistered) {
+		t.Errorf("before the Secrets are read: %v is ErrNotRegistered", err)
+	}
+	r, _ := newTestRegistry(t)
+	if err := resolveError(t, r, "west"); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("no Secret: %v is not ErrNotRegistered", err)
+	}
+	refused := kubeconfigSecret("west", nil)
+	refused.Data = map[string][]byte{"value": []byte(secretValue)}
+	r.apply("west", refused)
+	if err := resolveError(t, r, "west"); errors.Is(err, ErrNotRegistered) {
+		t.Errorf("refused kubeconfig: %v is ErrNotRegistered", err)
+	}
+	r.apply("west", kubeconfigSecret("west", tokenKubeconfig(t, "https://"+closedPort(t), secretValue)))
+	if err := resolveError(t, r, "west"); errors.Is(err, ErrNotRegistered) {
+		t.Errorf("unreachable: %v is ErrNotRegistered", err)
+	}
+	r.apply("west", nil)
+	if err := resolveError(t, r, "west"); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("Secret deleted: %v is not ErrNotRegistered", err)
+	}
+	if _, err := (ManagementOnly{}).Resolve(t.Context(), &v1alpha1.TargetClusterReference{Name: "west"}); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("ManagementOnly: %v is not ErrNotRegistered", err)
+	}
 }
 
 func wantGauge(t *testing.T, reg *prometheus.Registry, series ...string) {
@@ -133,7 +175,7 @@ func TestResolveBeforeSecretsListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resolveErr(t, r, "west"); !strings.Contains(got, `target cluster "west" is not registered: the kubeconfig Secrets in namespace "clusters" have not been read yet`) {
+	if got := resolveErr(t, r, "west"); !strings.Contains(got, `target cluster "west" is not known yet: the kubeconfig Secrets in namespace "clusters" have not been read yet`) {
 		t.Errorf("error %q", got)
 	}
 }

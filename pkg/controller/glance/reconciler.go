@@ -4,6 +4,7 @@ package glance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -163,7 +164,11 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 // targetUnavailable reports an unresolvable targetClusterRef ahead of every
 // step.
 func targetUnavailable(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
-	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, p.resolveErr.Error())
+	msg := p.resolveErr.Error()
+	if !g.DeletionTimestamp.IsZero() {
+		msg = "the deletion waits to clean up the target cluster: " + msg
+	}
+	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, msg)
 	return ctrl.Result{RequeueAfter: SecretsPollInterval}, nil
 }
 
@@ -178,6 +183,13 @@ func specRefused(_ context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, e
 func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *targetcluster.Cluster, resolveErr error) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(g, Finalizer) {
 		return ctrl.Result{}, nil
+	}
+	if resolveErr != nil && !errors.Is(resolveErr, targetcluster.ErrNotRegistered) {
+		// The target is still registered but does not answer (an outage,
+		// a refused kubeconfig, a manager that has not read the
+		// kubeconfigs yet): the finalizer stays, and the deletion finishes
+		// with its cleanup once the target answers again.
+		return r.unresolved.Run(ctx, g, &pass{r: r, resolveErr: resolveErr})
 	}
 	if resolveErr != nil {
 		left := strings.Join(targetChildKinds(r.Client.Scheme()), ", ")

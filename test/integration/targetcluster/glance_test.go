@@ -3,6 +3,7 @@ package targetcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	glancecontroller "github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
@@ -438,6 +440,98 @@ func TestGlanceAbandon(t *testing.T) {
 	if left == 0 {
 		t.Errorf("no child of the Glance left on the target; the abandon path deletes nothing, so some should remain")
 	}
+}
+
+// TestGlanceDeleteDuringTargetOutage: a Glance deleted while its target's API
+// server is down keeps its finalizer and says why; once the target answers
+// again the deletion finishes with everything on the target cleaned up.
+// Only a deregistered target is abandoned (TestGlanceAbandon).
+func TestGlanceDeleteDuringTargetOutage(t *testing.T) {
+	own, err := startTargetServer(controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := own.stop(); err != nil {
+			t.Errorf("stop the target: %v", err)
+		}
+	})
+	s := newGlanceSceneOn(t, own)
+	s.running()
+	s.RollOut()
+	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+
+	if err := own.stopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	down := true
+	t.Cleanup(func() {
+		if down {
+			if err := own.startAPIServer(); err != nil {
+				t.Errorf("restart the target API server: %v", err)
+			}
+		}
+	})
+	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
+	if err := mgmtClient.Delete(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
+	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, time.Minute)
+	if !strings.Contains(c.Message, "the deletion waits") || !strings.Contains(c.Message, "not reachable") {
+		t.Errorf("TargetClusterUnavailable message %q does not say the deletion waits for the unreachable target", c.Message)
+	}
+	if err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g); err != nil {
+		t.Fatalf("the Glance left etcd during the outage: %v", err)
+	}
+	if !slices.Contains(g.Finalizers, glancecontroller.Finalizer) {
+		t.Fatalf("finalizers %v during the outage, want the operator's kept", g.Finalizers)
+	}
+	if e := s.findEvent("RemoteChildrenAbandoned"); e != nil {
+		t.Errorf("children abandoned during a transient outage: %q", e.Note)
+	}
+
+	if err := own.startAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	down = false
+	operatortest.Eventually(t, "the Glance gone after the outage", func() error {
+		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
+	}, operatortest.Within(time.Minute))
+	for _, k := range childKinds {
+		if n := count(t, own.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
+			t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
+		}
+	}
+	for _, kind := range []string{"Database", "User", "Grant"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(render.MariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		if n := count(t, own.client, list, client.InNamespace(s.NS)); n != 0 {
+			t.Errorf("%d %s left on the target", n, kind)
+		}
+	}
+	if e := s.findEvent("RemoteChildrenAbandoned"); e != nil {
+		t.Errorf("children abandoned after a transient outage: %q", e.Note)
+	}
+}
+
+// findEvent is the first event of reason on the management cluster in the
+// scene's namespace, or nil.
+func (s *glanceScene) findEvent(reason string) *eventsv1.Event {
+	s.t.Helper()
+	var events eventsv1.EventList
+	if err := mgmtClient.List(s.t.Context(), &events, client.InNamespace(s.NS)); err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range events.Items {
+		if events.Items[i].Reason == reason {
+			return &events.Items[i]
+		}
+	}
+	return nil
 }
 
 // TestGlanceGatewayAPIOnTheTargetOnly: the management cluster does not serve
