@@ -171,7 +171,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		StringData: data,
 		Type:       corev1.SecretTypeOpaque,
 	}
-	if err := ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecret); err != nil {
+	if err := ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecrets); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.backends.valid, p.backends.secretName, p.backends.defaultBackend = true, name, defaults[0]

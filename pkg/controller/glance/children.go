@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ const (
 )
 
 // historyKept is how many earlier content-addressed ConfigMaps and Secrets
-// are kept besides the current and the live one, for a quick rollback.
+// are kept besides the current one and those in use, for a quick rollback.
 const historyKept = 3
 
 func childLabels(g *v1alpha1.Glance, component string) map[string]string {
@@ -41,12 +42,12 @@ func childLabels(g *v1alpha1.Glance, component string) map[string]string {
 
 // ensureImmutable creates a content-addressed, immutable child of component
 // unless it exists (equal names mean equal content), then prunes the
-// component's history, of list's kind, keeping it and the live one.
-func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object, list client.ObjectList, component, live string) error {
+// component's history, of list's kind, keeping it and those in use.
+func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object, list client.ObjectList, component string, inUse []string) error {
 	if _, err := getOrCreate(ctx, p, g, obj, obj.DeepCopyObject().(client.Object)); err != nil {
 		return err
 	}
-	return pruneHistory(ctx, p, g, list, component, obj.GetName(), live)
+	return pruneHistory(ctx, p, g, list, component, append([]string{obj.GetName()}, inUse...))
 }
 
 // ensureSecret makes the named Secret hold exactly data, writing only when
@@ -67,25 +68,57 @@ func ensureSecret(ctx context.Context, p *pass, g *v1alpha1.Glance, name, compon
 // with: the last good ones, kept when a new projection is invalid.
 type liveNames struct {
 	configMap, backendsSecret string
+	// configMaps and backendsSecrets are those in use: the Deployment's, and
+	// those that a Job of the Glance that has not finished (a schema Job, a
+	// purge run) or the purge CronJob mounts. Pruning one would leave a pod
+	// not yet started, or a retry, unable to mount its volume forever.
+	configMaps, backendsSecrets []string
 }
 
 func readLiveNames(ctx context.Context, p *pass, g *v1alpha1.Glance) (liveNames, error) {
+	var live liveNames
 	var d appsv1.Deployment
 	err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, &d)
-	if apierrors.IsNotFound(err) {
-		return liveNames{}, nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		live.configMap, live.backendsSecret = render.MountedNames(d.Spec.Template.Spec)
+		live.add(live.configMap, live.backendsSecret)
+	case !apierrors.IsNotFound(err):
 		return liveNames{}, fmt.Errorf("get Deployment %s: %w", g.Name, err)
 	}
-	var live liveNames
-	live.configMap, live.backendsSecret = render.MountedNames(d.Spec.Template.Spec)
+	var jobs batchv1.JobList
+	if err := p.cluster.Client.List(ctx, &jobs, client.InNamespace(g.Namespace), client.MatchingLabels(render.CommonLabels(g.Name))); err != nil {
+		return liveNames{}, fmt.Errorf("list Jobs: %w", err)
+	}
+	for i := range jobs.Items {
+		if j := &jobs.Items[i]; !jobFinished(j) {
+			live.add(render.MountedNames(j.Spec.Template.Spec))
+		}
+	}
+	var cj batchv1.CronJob
+	err = p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: render.DBPurgeCronJobName(g.Name)}, &cj)
+	switch {
+	case err == nil:
+		live.add(render.MountedNames(cj.Spec.JobTemplate.Spec.Template.Spec))
+	case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+		return liveNames{}, fmt.Errorf("get CronJob %s: %w", cj.Name, err)
+	}
 	return live, nil
 }
 
+func (l *liveNames) add(configMap, backendsSecret string) {
+	if configMap != "" && !slices.Contains(l.configMaps, configMap) {
+		l.configMaps = append(l.configMaps, configMap)
+	}
+	if backendsSecret != "" && !slices.Contains(l.backendsSecrets, backendsSecret) {
+		l.backendsSecrets = append(l.backendsSecrets, backendsSecret)
+	}
+}
+
 // pruneHistory deletes the content-addressed children of a component beyond
-// the current one, the live one and the historyKept newest others.
-func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.ObjectList, component string, keep ...string) error {
+// those in keep (the current one and those in use) and the historyKept
+// newest others.
+func pruneHistory(ctx context.Context, p *pass, g *v1alpha1.Glance, list client.ObjectList, component string, keep []string) error {
 	if err := p.cluster.Client.List(ctx, list, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexChildComponent: render.ChildComponent(g.Name, component)}); err != nil {
 		return fmt.Errorf("list %s history: %w", component, err)
 	}

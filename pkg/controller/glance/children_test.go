@@ -2,9 +2,12 @@ package glance
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +79,7 @@ func TestPruneHistory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newApplyScene(t, "", tt.objs...)
 			before := names(t, s.server)
-			if err := pruneHistory(context.Background(), s.p, g, &corev1.ConfigMapList{}, componentConfig, tt.keep...); err != nil {
+			if err := pruneHistory(context.Background(), s.p, g, &corev1.ConfigMapList{}, componentConfig, tt.keep); err != nil {
 				t.Fatal(err)
 			}
 			slices.Sort(s.writes.deleted)
@@ -128,7 +131,7 @@ func TestEnsureImmutable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newApplyScene(t, "", tt.existing...)
-			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new"), &corev1.SecretList{}, componentBackends, ""); err != nil {
+			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new"), &corev1.SecretList{}, componentBackends, nil); err != nil {
 				t.Fatal(err)
 			}
 			s.writes.expect(t, tt.creates, 0)
@@ -197,7 +200,20 @@ func TestReadLiveNames(t *testing.T) {
 		want liveNames
 	}{
 		{"no Deployment yet", nil, liveNames{}},
-		{"mounted", []client.Object{deployment}, liveNames{configMap: "glance-config-1", backendsSecret: "glance-backends-1"}},
+		{"mounted", []client.Object{deployment}, liveNames{configMap: "glance-config-1", backendsSecret: "glance-backends-1",
+			configMaps: []string{"glance-config-1"}, backendsSecrets: []string{"glance-backends-1"}}},
+		{"mounted by an unfinished Job and the purge CronJob", []client.Object{
+			deployment,
+			mountingJob("glance-db-sync", "glance-config-0", "glance-backends-0", ""),
+			mountingJob("glance-db-purge-1", "glance-config-9", "glance-backends-9", batchv1.JobComplete),
+			mountingJob("glance-db-purge-2", "glance-config-8", "glance-backends-8", batchv1.JobFailed),
+			mountingJob("glance-db-expand", "glance-config-1", "glance-backends-1", ""),
+			&batchv1.CronJob{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance-db-purge"},
+				Spec:       batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: mountingJob("", "glance-config-2", "glance-backends-2", "").Spec}},
+			},
+		}, liveNames{configMap: "glance-config-1", backendsSecret: "glance-backends-1",
+			configMaps: []string{"glance-config-1", "glance-config-0", "glance-config-2"}, backendsSecrets: []string{"glance-backends-1", "glance-backends-0", "glance-backends-2"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newApplyScene(t, "", tt.objs...)
@@ -205,9 +221,29 @@ func TestReadLiveNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.want {
+			slices.Sort(got.configMaps)
+			slices.Sort(got.backendsSecrets)
+			slices.Sort(tt.want.configMaps)
+			slices.Sort(tt.want.backendsSecrets)
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("live names %+v, want %+v", got, tt.want)
 			}
 		})
 	}
+}
+
+// mountingJob is a Job of the Glance glance mounting those, finished with
+// the condition done unless it is empty.
+func mountingJob(name, configMap, backendsSecret string, done batchv1.JobConditionType) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: name, Labels: render.ChildLabels("glance", "db-sync")},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{
+			{Name: render.VolumeConfig, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}},
+			{Name: render.VolumeBackends, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: backendsSecret}}},
+		}}}},
+	}
+	if done != "" {
+		j.Status.Conditions = []batchv1.JobCondition{{Type: done, Status: corev1.ConditionTrue}}
+	}
+	return j
 }

@@ -47,7 +47,7 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 		Immutable:  ptr.To(true),
 		Data:       files,
 	}
-	if err := ensureImmutable(ctx, p, g, cm, &corev1.ConfigMapList{}, componentConfig, p.backends.live.configMap); err != nil {
+	if err := ensureImmutable(ctx, p, g, cm, &corev1.ConfigMapList{}, componentConfig, p.backends.live.configMaps); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.configMapName = name

@@ -100,8 +100,10 @@ func (s *scene) childrenExactly(list client.ObjectList, component string, want [
 // any content change, 3 historical retained", and the config ConfigMap is
 // pruned the same way. While a db-sync Job runs, the Deployment keeps
 // mounting the objects it was rolled out with (the live ones), and the
-// pruning keeps those too; once the Deployment runs the current ones, only
-// the current and the three newest before it remain.
+// running Job mounts those of the change that started it: the pruning keeps
+// both, for a Job whose pod has not started, or retries, must still mount
+// its volumes. Once the Deployment runs the current ones and the Job has
+// finished, only the current and the three newest before it remain.
 func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -111,7 +113,7 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 	s.childrenExactly(&corev1.SecretList{}, "backends", []string{b0}, "after the install")
 
 	configs, secrets := []string{c0}, []string{b0}
-	const changes = 5
+	const changes = 6
 	for i := 1; i <= changes; i++ {
 		s.UpdateGlance(func(g *v1alpha1.Glance) {
 			g.Spec.ExtraConfig = map[string]map[string]string{"DEFAULT": {"image_size_cap": fmt.Sprint(1099511627776 + i)}}
@@ -128,12 +130,15 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 	if c, b := s.mountedChildren(); c != c0 || b != b0 {
 		t.Fatalf("the Deployment moved to %s / %s while db-sync ran; the scene needs it to stay on %s / %s", c, b, c0, b0)
 	}
-	// Kept: the current (5), the live (0) and the three newest others (4,
-	// 3, 2). Deleted: 1.
-	s.childrenExactly(&corev1.ConfigMapList{}, "config", []string{configs[0], configs[2], configs[3], configs[4], configs[5]},
-		"the current, the live and the 3 newest others")
-	s.childrenExactly(&corev1.SecretList{}, "backends", []string{secrets[0], secrets[2], secrets[3], secrets[4], secrets[5]},
-		"the current, the live and the 3 newest others")
+	if c, b := render.MountedNames(s.Job("glance-db-sync").Spec.Template.Spec); c != configs[1] || b != secrets[1] {
+		t.Fatalf("the running db-sync mounts %s / %s; the scene needs the first change's %s / %s", c, b, configs[1], secrets[1])
+	}
+	// Kept: the current (6), the live (0), the running Job's (1) and the
+	// three newest others (5, 4, 3). Deleted: 2.
+	s.childrenExactly(&corev1.ConfigMapList{}, "config", []string{configs[0], configs[1], configs[3], configs[4], configs[5], configs[6]},
+		"the current, the live, the running Job's and the 3 newest others")
+	s.childrenExactly(&corev1.SecretList{}, "backends", []string{secrets[0], secrets[1], secrets[3], secrets[4], secrets[5], secrets[6]},
+		"the current, the live, the running Job's and the 3 newest others")
 
 	// db-sync finishes, runs again with the current inputs, and the
 	// Deployment rolls to them: the live one is the current one.
@@ -155,8 +160,8 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 	if c, b := s.mountedChildren(); c != configs[changes] || b != secrets[changes] {
 		t.Fatalf("the Deployment mounts %s / %s, want the current %s / %s", c, b, configs[changes], secrets[changes])
 	}
-	s.childrenExactly(&corev1.ConfigMapList{}, "config", configs[2:], "the current (and live) one and the 3 newest before it")
-	s.childrenExactly(&corev1.SecretList{}, "backends", secrets[2:], "the current (and live) one and the 3 newest before it")
+	s.childrenExactly(&corev1.ConfigMapList{}, "config", configs[3:], "the current (and live) one and the 3 newest before it")
+	s.childrenExactly(&corev1.SecretList{}, "backends", secrets[3:], "the current (and live) one and the 3 newest before it")
 }
 
 // awaitQuiet waits until the Glance has had no reconcile for a second and
