@@ -1,8 +1,8 @@
 package targetcluster
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
