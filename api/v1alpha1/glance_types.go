@@ -865,6 +865,13 @@ type GlanceStatus struct {
 	// +optional
 	DBSyncCountedJob types.UID `json:"dbSyncCountedJob,omitempty"`
 
+	// schemaJobRetry is the backoff of a schema Job whose runs fail: the
+	// operator runs it again after 1, 2, 4, 8, then every 15 minutes, and at
+	// once when its image, config or credentials change. Empty once the
+	// Job succeeds.
+	// +optional
+	SchemaJobRetry *SchemaJobRetry `json:"schemaJobRetry,omitempty"`
+
 	// dbPurgeCountedJobs are the UIDs of the finished db-purge runs, among
 	// those that still exist, whose outcome the operator has counted in its
 	// metrics and events: each run counts once, whatever the order in which
@@ -882,6 +889,25 @@ type GlanceStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=128
 	ImageCacheEvictedPods []types.UID `json:"imageCacheEvictedPods,omitempty"`
+}
+
+// SchemaJobRetry is the retry state of a failing schema Job.
+type SchemaJobRetry struct {
+	// job is the name of the failing Job's kind: db-sync, db-expand,
+	// db-migrate or db-contract.
+	// +kubebuilder:validation:Enum=db-sync;db-expand;db-migrate;db-contract
+	Job string `json:"job"`
+
+	// failures is how many of its runs failed in a row.
+	// +kubebuilder:validation:Minimum=1
+	Failures int32 `json:"failures"`
+
+	// lastFailedJob is the UID of the last failed run counted, so that
+	// each run counts once.
+	LastFailedJob types.UID `json:"lastFailedJob"`
+
+	// nextAttemptTime is when the Job runs again.
+	NextAttemptTime metav1.Time `json:"nextAttemptTime"`
 }
 
 // GlanceList is a list of Glance.

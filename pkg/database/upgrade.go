@@ -25,7 +25,8 @@ const (
 	Contract JobKind = "db-contract"
 )
 
-// PhaseJobs are the Jobs of an upgrade, deleted when it is aborted.
+// PhaseJobs are the Jobs of an upgrade, deleted when it is aborted or
+// complete.
 var PhaseJobs = []JobKind{Expand, Migrate, Contract}
 
 // JobState is what the Job of a kind has come to. A Job still running
@@ -71,8 +72,11 @@ type Decision struct {
 	// Run is the Job to ensure (create, or re-create when its template
 	// changed); empty for none.
 	Run JobKind
-	// Delete are Jobs to delete (an aborted upgrade's).
+	// Delete are Jobs to delete (an aborted or a completed upgrade's).
 	Delete []JobKind
+	// Failed is the Job whose failure holds the schema back, to be run again
+	// after a backoff (CountFailure); empty for none.
+	Failed JobKind
 	// Installed, Target and Phase are the status to persist.
 	Installed string
 	Target    string
@@ -110,8 +114,8 @@ func sync(o Observation, d Decision) Decision {
 		d.Installed = o.Release
 		d.Reason, d.Message = v1alpha1.ReasonDatabaseSynced, fmt.Sprintf("the schema is at %s", o.Release)
 	case JobFailed:
-		d.Run = ""
-		d.Reason, d.Message = v1alpha1.ReasonDBSyncFailed, "the db-sync Job failed; it runs again when its pod template changes (image, config, credentials)"
+		d.Run, d.Failed = "", Sync
+		d.Reason, d.Message = v1alpha1.ReasonDBSyncFailed, "the db-sync Job failed"
 	default:
 		d.Reason, d.Message = v1alpha1.ReasonDBSyncInProgress, "the db-sync Job is running"
 	}
@@ -204,9 +208,10 @@ func inFlight(o Observation, d Decision) Decision {
 		d.Pass = o.Phase == v1alpha1.UpgradePhaseContracting
 		switch o.Jobs[ph.job] {
 		case JobFailed:
-			d.Reason, d.Message = ph.failed, fmt.Sprintf("the %s Job failed; it runs again when its pod template changes", ph.job)
+			d.Failed = ph.job
+			d.Reason, d.Message = ph.failed, fmt.Sprintf("upgrading %s to %s: the %s Job failed", o.Installed, o.Target, ph.job)
 			if o.Phase != v1alpha1.UpgradePhaseContracting {
-				d.Message += fmt.Sprintf(", or set spec.openStackRelease back to %s to abort", o.Installed)
+				d.Message += fmt.Sprintf("; set spec.openStackRelease back to %s to abort", o.Installed)
 			}
 			return d
 		case JobSucceeded:
@@ -214,7 +219,9 @@ func inFlight(o Observation, d Decision) Decision {
 			if ph.next == "" {
 				// The release is installed; db-sync with the new image then
 				// loads the new release's metadefs (the schema is current,
-				// so its sync is a no-op).
+				// so its sync is a no-op). The phase Jobs go: they belong
+				// to this upgrade, never to the next.
+				d.Delete = PhaseJobs
 				d.Installed, d.Target, d.Phase = o.Target, "", ""
 				o.Installed, o.Target, o.Phase = o.Target, "", ""
 				return sync(o, d)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
@@ -46,7 +47,7 @@ func TestDecide(t *testing.T) {
 		{name: "fresh install synced promotes installedRelease", obs: Observation{Release: "2025.2", Jobs: jobs(Sync, JobSucceeded)},
 			want: Decision{Ready: true, Pass: true, Reason: v1alpha1.ReasonDatabaseSynced, Installed: "2025.2"}},
 		{name: "db-sync failed", obs: Observation{Release: "2025.2", Jobs: jobs(Sync, JobFailed)},
-			want: Decision{Reason: v1alpha1.ReasonDBSyncFailed}, msg: "runs again when its pod template changes"},
+			want: Decision{Reason: v1alpha1.ReasonDBSyncFailed, Failed: Sync}, msg: "the db-sync Job failed"},
 		{name: "patch change re-syncs", obs: Observation{Release: "2025.2", Installed: "2025.2", Jobs: jobs(Sync, JobAbsent)},
 			want: Decision{Reason: v1alpha1.ReasonDBSyncInProgress, Run: Sync, Installed: "2025.2"}},
 		{name: "steady state", obs: Observation{Release: "2025.2", Installed: "2025.2", Jobs: jobs(Sync, JobSucceeded)},
@@ -76,21 +77,21 @@ func TestDecide(t *testing.T) {
 		{name: "expand done moves to Migrating", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: expanding, Jobs: jobs(Expand, JobSucceeded)},
 			want: Decision{Reason: v1alpha1.ReasonMigrateInProgress, Run: Migrate, Installed: "2025.2", Target: "2026.1", Phase: migrating}, ev: []string{"ExpandComplete"}},
 		{name: "expand failed", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: expanding, Jobs: jobs(Expand, JobFailed)},
-			want: Decision{Reason: v1alpha1.ReasonExpandFailed, Installed: "2025.2", Target: "2026.1", Phase: expanding}, msg: "back to 2025.2 to abort"},
+			want: Decision{Reason: v1alpha1.ReasonExpandFailed, Failed: Expand, Installed: "2025.2", Target: "2026.1", Phase: expanding}, msg: "back to 2025.2 to abort"},
 		{name: "migrate done moves to RollingUpdate and passes", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: migrating, Jobs: jobs(Expand, JobSucceeded, Migrate, JobSucceeded)},
 			want: Decision{Reason: v1alpha1.ReasonUpgradeRollingUpdate, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: rolling}, ev: []string{"MigrateComplete"}},
 		{name: "migrate failed", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: migrating, Jobs: jobs(Migrate, JobFailed)},
-			want: Decision{Reason: v1alpha1.ReasonMigrateFailed, Installed: "2025.2", Target: "2026.1", Phase: migrating}},
+			want: Decision{Reason: v1alpha1.ReasonMigrateFailed, Failed: Migrate, Installed: "2025.2", Target: "2026.1", Phase: migrating}},
 		{name: "rolling update passes without a Job", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: rolling},
 			want: Decision{Reason: v1alpha1.ReasonUpgradeRollingUpdate, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: rolling}},
 		{name: "contract runs while the new pods serve", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: contracting},
 			want: Decision{Reason: v1alpha1.ReasonContractInProgress, Run: Contract, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: contracting}},
 		{name: "contract done completes the upgrade and re-syncs", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: contracting, Jobs: jobs(Contract, JobSucceeded)},
-			want: Decision{Reason: v1alpha1.ReasonDBSyncInProgress, Run: Sync, Installed: "2026.1"}, ev: []string{"UpgradeComplete"}},
+			want: Decision{Reason: v1alpha1.ReasonDBSyncInProgress, Run: Sync, Installed: "2026.1", Delete: PhaseJobs}, ev: []string{"UpgradeComplete"}},
 		{name: "contract done with the new db-sync already run", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: contracting, Jobs: jobs(Contract, JobSucceeded, Sync, JobSucceeded)},
-			want: Decision{Ready: true, Pass: true, Reason: v1alpha1.ReasonDatabaseSynced, Installed: "2026.1"}, ev: []string{"UpgradeComplete"}},
+			want: Decision{Ready: true, Pass: true, Reason: v1alpha1.ReasonDatabaseSynced, Installed: "2026.1", Delete: PhaseJobs}, ev: []string{"UpgradeComplete"}},
 		{name: "contract failed cannot be aborted", obs: Observation{Release: "2026.1", Installed: "2025.2", Target: "2026.1", Phase: contracting, Jobs: jobs(Contract, JobFailed)},
-			want: Decision{Reason: v1alpha1.ReasonContractFailed, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: contracting}},
+			want: Decision{Reason: v1alpha1.ReasonContractFailed, Failed: Contract, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: contracting}},
 		{name: "resumed after a crash: expand and migrate already done", obs: Observation{Release: "2026.1", ImageTag: "2026.1", Installed: "2025.2", Jobs: jobs(Expand, JobSucceeded, Migrate, JobSucceeded)},
 			want: Decision{Reason: v1alpha1.ReasonUpgradeRollingUpdate, Pass: true, Installed: "2025.2", Target: "2026.1", Phase: rolling},
 			ev:   []string{"UpgradeInitiated", "ExpandComplete", "MigrateComplete"}},
@@ -108,7 +109,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(tc.obs)
 			w := tc.want
-			if got.Ready != w.Ready || got.Pass != w.Pass || got.Invalid != w.Invalid || got.Reason != w.Reason || got.Run != w.Run ||
+			if got.Ready != w.Ready || got.Pass != w.Pass || got.Invalid != w.Invalid || got.Reason != w.Reason || got.Run != w.Run || got.Failed != w.Failed ||
 				got.Installed != w.Installed || got.Target != w.Target || got.Phase != w.Phase || !slices.Equal(got.Delete, w.Delete) {
 				t.Errorf("Decide = %+v\nwant       %+v", got, w)
 			}
@@ -119,5 +120,33 @@ func TestDecide(t *testing.T) {
 				t.Errorf("events %v, want %v", eventReasons(got), tc.ev)
 			}
 		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for failures, want := range map[int32]time.Duration{
+		1: time.Minute, 2: 2 * time.Minute, 3: 4 * time.Minute, 4: 8 * time.Minute, 5: 15 * time.Minute, 6: 15 * time.Minute, 60: 15 * time.Minute,
+	} {
+		if got := Backoff(failures); got != want {
+			t.Errorf("Backoff(%d) = %v, want %v", failures, got, want)
+		}
+	}
+}
+
+func TestCountFailure(t *testing.T) {
+	at := time.Date(2026, 12, 5, 10, 0, 0, 500, time.UTC)
+	r, counted := CountFailure(nil, Sync, "a", at)
+	if !counted || r.Job != "db-sync" || r.Failures != 1 || r.LastFailedJob != "a" || !r.NextAttemptTime.Time.Equal(at.Add(time.Minute).Truncate(time.Second).Add(time.Second)) {
+		t.Errorf("first failure: %+v, counted %v", r, counted)
+	}
+	if again, counted := CountFailure(r, Sync, "a", at.Add(time.Hour)); counted || again != r {
+		t.Errorf("the same run counted twice: %+v", again)
+	}
+	r2, counted := CountFailure(r, Sync, "b", at)
+	if !counted || r2.Failures != 2 || r2.LastFailedJob != "b" || r2.NextAttemptTime.Time.Sub(at) < 2*time.Minute {
+		t.Errorf("second failure: %+v", r2)
+	}
+	if r3, _ := CountFailure(r2, Expand, "c", at); r3.Failures != 1 || r3.Job != "db-expand" {
+		t.Errorf("another Job's failure continues the count: %+v", r3)
 	}
 }

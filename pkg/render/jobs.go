@@ -38,6 +38,12 @@ const (
 	ContainerLoadMetadefs   = "db-load-metadefs"
 	ContainerDBPurge        = "db-purge"
 	databaseJobBackoffLimit = 3
+	// schemaJobActiveDeadlineSeconds ends a schema Job that never finishes
+	// (a pod that cannot be scheduled or mount its volumes, a glance-manage
+	// blocked on a lock) as a failure the operator reports and retries,
+	// rather than an in-progress that lasts forever. An hour is far beyond
+	// any Glance migration.
+	schemaJobActiveDeadlineSeconds = 3600
 )
 
 // DatabaseJobName is the name of the Job of kind: {name}-{kind}.
@@ -88,17 +94,26 @@ func DatabaseJob(g *v1alpha1.Glance, f WorkloadFacts, kind DatabaseJobKind, imag
 		ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
 		Spec:       pod,
 	}
+	annotations := map[string]string{AnnotationPodTemplateHash: PodTemplateHash(template)}
+	if f.DBConnectionHash != "" {
+		annotations[AnnotationDBConnectionHash] = f.DBConnectionHash
+	}
+	if kind != DBSync && f.Upgrade != "" {
+		labels = maps.Clone(labels)
+		labels[LabelUpgrade] = f.Upgrade
+	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        DatabaseJobName(g.Name, kind),
 			Namespace:   g.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{AnnotationPodTemplateHash: PodTemplateHash(template)},
+			Annotations: annotations,
 		},
 		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To[int32](databaseJobBackoffLimit),
-			Template:     template,
+			ActiveDeadlineSeconds: ptr.To[int64](schemaJobActiveDeadlineSeconds),
+			BackoffLimit:          ptr.To[int32](databaseJobBackoffLimit),
+			Template:              template,
 		},
 	}, nil
 }

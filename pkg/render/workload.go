@@ -24,10 +24,15 @@ type WorkloadFacts struct {
 	// AuthtokenHash and DBConnectionHash are digests of the service-user
 	// password and the DSN. They become pod annotations of the Deployment so
 	// that a rotation, which the env vars do not pick up, rolls the pods.
-	// An empty hash leaves its annotation out. The Jobs ignore them: a
-	// rotation must not re-run a schema migration.
+	// An empty hash leaves its annotation out. A schema Job carries the
+	// DSN's on itself, not on its pod template: a rotation must not re-run a
+	// schema migration that succeeded, but re-runs one that failed at once.
 	AuthtokenHash    string
 	DBConnectionHash string
+	// Upgrade names the release upgrade a phase Job belongs to
+	// (UpgradeKey); it labels the phase Jobs, so the next upgrade never
+	// takes an earlier one's Jobs for its own.
+	Upgrade string
 }
 
 // Names of the pod template annotations. The operator's annotations are in
@@ -39,7 +44,13 @@ const (
 	// AnnotationPodTemplateHash is set on each database Job to
 	// PodTemplateHash of the template it was rendered with.
 	AnnotationPodTemplateHash = "glance.openstack.c5c3.io/pod-template-hash"
+	// LabelUpgrade labels a phase Job with the upgrade it runs for.
+	LabelUpgrade = "glance.openstack.c5c3.io/upgrade"
 )
+
+// UpgradeKey is the LabelUpgrade value of the upgrade from installed to
+// target, such as "2025.2-to-2026.1".
+func UpgradeKey(installed, target string) string { return installed + "-to-" + target }
 
 // Volume names. The reconcilers read the live config ConfigMap and backends
 // Secret back from VolumeConfig and VolumeBackends of the Deployment

@@ -1,6 +1,7 @@
 package glance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 
 	image := render.ImageRef(g)
 	facts := p.workloadFacts()
+	facts.Upgrade = render.UpgradeKey(g.Status.InstalledRelease, cmp.Or(g.Status.TargetRelease, g.Spec.OpenStackRelease))
 	desired := map[database.JobKind]*batchv1.Job{}
 	existing := map[database.JobKind]*batchv1.Job{}
 	states := map[database.JobKind]database.JobState{}
@@ -87,6 +89,10 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	observeSyncMetrics(ctx, p, g, existing[database.Sync], states[database.Sync])
 
 	g.Status.InstalledRelease, g.Status.TargetRelease, g.Status.UpgradePhase = d.Installed, d.Target, d.Phase
+	result, err := retrySchemaJob(ctx, p, g, &d, existing, states)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	status := metav1.ConditionFalse
 	if d.Ready {
 		status = metav1.ConditionTrue
@@ -95,10 +101,76 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	switch {
 	case d.Invalid:
 		return ctrl.Result{}, errors.New(d.Message)
+	case !result.IsZero():
+		return result, nil
 	case !d.Pass:
 		return wait, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// retrySchemaJob keeps status.schemaJobRetry: it counts each failed run of
+// the Job that holds the schema back once, with a Warning event, and
+// deletes the failed Job once its backoff has passed, so that the next
+// pass runs it again. It says so in d's message, and returns when to come
+// back while the backoff runs. A change of the Job's image, config or
+// credentials needs no backoff: the failed Job is no longer current, so it
+// runs again at once (observeJob).
+func retrySchemaJob(ctx context.Context, p *pass, g *v1alpha1.Glance, d *database.Decision, existing map[database.JobKind]*batchv1.Job, states map[database.JobKind]database.JobState) (ctrl.Result, error) {
+	retry := g.Status.SchemaJobRetry
+	if d.Failed == "" {
+		switch {
+		case retry == nil:
+		case states[database.JobKind(retry.Job)] == database.JobSucceeded,
+			retry.Job != string(database.Sync) && d.Phase == "":
+			// It succeeded, or the upgrade it belonged to is over.
+			g.Status.SchemaJobRetry = nil
+		case d.Run == database.JobKind(retry.Job):
+			d.Message += fmt.Sprintf(" (attempt %d)", retry.Failures+1)
+		}
+		return ctrl.Result{}, nil
+	}
+	j := existing[d.Failed]
+	failedAt, why := jobFailure(j)
+	next, counted := database.CountFailure(retry, d.Failed, j.UID, failedAt)
+	g.Status.SchemaJobRetry = next
+	if counted {
+		announce(ctx, p, g, j, corev1.EventTypeWarning, d.Reason, "Retry",
+			"Job %s failed (attempt %d: %s); it runs again at %s, or at once when its image, config or credentials change",
+			j.Name, next.Failures, why, next.NextAttemptTime.UTC().Format(time.RFC3339))
+	}
+	d.Message += fmt.Sprintf(" (attempt %d: %s)", next.Failures, why)
+	wait := time.Until(next.NextAttemptTime.Time)
+	if wait > 0 {
+		d.Message += fmt.Sprintf("; attempt %d at %s, or at once when its image, config or credentials change",
+			next.Failures+1, next.NextAttemptTime.UTC().Format(time.RFC3339))
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	d.Message += fmt.Sprintf("; starting attempt %d", next.Failures+1)
+	if err := deleteJob(ctx, p, j); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The deletion wakes the Glance, whose next pass creates the Job anew.
+	return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
+}
+
+// jobFailure is when a failed Job failed and why, in the Job controller's
+// words.
+func jobFailure(j *batchv1.Job) (time.Time, string) {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			why := cmp.Or(c.Reason, "failed")
+			if c.Message != "" {
+				why += ": " + c.Message
+			}
+			at := c.LastTransitionTime.Time
+			if at.IsZero() {
+				at = time.Now()
+			}
+			return at, why
+		}
+	}
+	return time.Now(), "failed"
 }
 
 func (p *pass) workloadFacts() render.WorkloadFacts {
@@ -127,27 +199,34 @@ func observeJob(ctx context.Context, p *pass, kind database.JobKind, desired *ba
 	if cur.DeletionTimestamp != nil {
 		return cur, database.JobAbsent, nil
 	}
-	current := cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash]
-	// A phase Job is pinned to the upgrade it ran for, the image: a config
-	// change mid-phase does not run it again, a later upgrade does.
-	pinned := kind != database.Sync && jobImage(cur) == jobImage(desired)
+	current := sameTemplate(cur, desired)
+	// A phase Job's success is pinned to the upgrade it ran for: a config
+	// change mid-phase does not run it again, and the next upgrade runs its
+	// own, whatever the template (an image tag may be reused).
+	done := current
+	if kind != database.Sync {
+		done = cur.Labels[render.LabelUpgrade] == desired.Labels[render.LabelUpgrade]
+	}
 	switch {
 	case !jobFinished(cur):
 		return cur, database.JobRunning, nil
-	case jobCondition(cur, batchv1.JobComplete) && (current || pinned):
+	case jobCondition(cur, batchv1.JobComplete) && done:
 		return cur, database.JobSucceeded, nil
-	case jobCondition(cur, batchv1.JobFailed) && current:
+	case jobCondition(cur, batchv1.JobFailed) && current && sameCredentials(cur, desired):
 		return cur, database.JobFailed, nil
 	}
 	return cur, database.JobAbsent, nil
 }
 
-// jobImage is the image a schema Job runs.
-func jobImage(j *batchv1.Job) string {
-	if c := j.Spec.Template.Spec.Containers; len(c) > 0 {
-		return c[0].Image
-	}
-	return ""
+// sameTemplate reports whether a Job runs the pod template desired has.
+func sameTemplate(cur, desired *batchv1.Job) bool {
+	return cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash]
+}
+
+// sameCredentials reports whether a Job ran with the database credentials
+// desired has: a run that failed with others is tried again at once.
+func sameCredentials(cur, desired *batchv1.Job) bool {
+	return cur.Annotations[render.AnnotationDBConnectionHash] == desired.Annotations[render.AnnotationDBConnectionHash]
 }
 
 // jobFinished reports whether the Job has come to an end, either way.
@@ -165,12 +244,14 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 }
 
 // ensureJob creates the Job, deleting first a finished Job of the same name
-// with another pod template: a changed image, config or credentials re-runs
-// the Job, also after a permanent failure. A Job still running is left to
-// finish. Jobs are never TTL-deleted.
+// with another pod template, credentials or upgrade: a changed image, config
+// or credentials re-runs the Job, also after a failure, and each upgrade
+// runs its own phase Jobs. A Job still running is
+// left to finish. Jobs are never TTL-deleted.
 func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *batchv1.Job) error {
 	if cur != nil {
-		if cur.DeletionTimestamp == nil && (cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash] || !jobFinished(cur)) {
+		same := sameTemplate(cur, desired) && sameCredentials(cur, desired) && cur.Labels[render.LabelUpgrade] == desired.Labels[render.LabelUpgrade]
+		if cur.DeletionTimestamp == nil && (same || !jobFinished(cur)) {
 			return nil
 		}
 		// The old Job's pods go with it; the new one is created once the

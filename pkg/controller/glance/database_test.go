@@ -22,20 +22,22 @@ import (
 )
 
 const (
-	oldImage = "registry.example.com/openstack/glance:2025.1"
-	newImage = "registry.example.com/openstack/glance:2025.2"
+	// The upgrades a phase Job can belong to (render.UpgradeKey).
+	lastUpgrade = "2024.2-to-2025.1"
+	thisUpgrade = "2025.1-to-2025.2"
 )
 
 // schemaJob is the Job glance-db-sync with a pod template hash and image,
 // and the conditions given, each True.
-func schemaJob(hash, image string, conditions ...batchv1.JobConditionType) *batchv1.Job {
+func schemaJob(hash, upgrade string, conditions ...batchv1.JobConditionType) *batchv1.Job {
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "openstack", Name: "glance-db-sync", UID: "job-uid",
-			Annotations: map[string]string{render.AnnotationPodTemplateHash: hash},
+			Labels:      map[string]string{render.LabelUpgrade: upgrade},
+			Annotations: map[string]string{render.AnnotationPodTemplateHash: hash, render.AnnotationDBConnectionHash: "dsn-1"},
 		},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "glance-manage", Image: image}},
+			Containers: []corev1.Container{{Name: "glance-manage", Image: "registry.example.com/openstack/glance:latest"}},
 		}}},
 	}
 	for _, c := range conditions {
@@ -90,9 +92,10 @@ func TestJobFinished(t *testing.T) {
 }
 
 // TestObserveJob: the state of a schema Job comes from its terminal
-// conditions, its pod template hash and, for a phase Job, its image.
+// conditions, its pod template hash and credentials and, for a phase Job,
+// the upgrade it ran for.
 func TestObserveJob(t *testing.T) {
-	desired := schemaJob("current", newImage)
+	desired := schemaJob("current", thisUpgrade)
 	deleting := func(j *batchv1.Job) {
 		j.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
 		j.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
@@ -104,36 +107,50 @@ func TestObserveJob(t *testing.T) {
 		want     database.JobState
 	}{
 		{"absent", database.Sync, nil, database.JobAbsent},
-		{"running", database.Sync, schemaJob("current", newImage), database.JobRunning},
+		{"running", database.Sync, schemaJob("current", thisUpgrade), database.JobRunning},
 		// Another template is left to finish: a schema Job is never cut
 		// short.
-		{"running with another template", database.Sync, schemaJob("old", oldImage), database.JobRunning},
-		{"suspended", database.Sync, schemaJob("current", newImage, batchv1.JobSuspended), database.JobRunning},
+		{"running with another template", database.Sync, schemaJob("old", lastUpgrade), database.JobRunning},
+		{"suspended", database.Sync, schemaJob("current", thisUpgrade, batchv1.JobSuspended), database.JobRunning},
 		// The counters move before the terminal condition is set; only the
 		// condition ends the Job.
-		{"succeeded counter without Complete", database.Sync, withJob(schemaJob("current", newImage), func(j *batchv1.Job) {
+		{"succeeded counter without Complete", database.Sync, withJob(schemaJob("current", thisUpgrade), func(j *batchv1.Job) {
 			j.Status.Succeeded = 1
 		}), database.JobRunning},
-		{"failed counter without Failed", database.Sync, withJob(schemaJob("current", newImage), func(j *batchv1.Job) {
+		{"failed counter without Failed", database.Sync, withJob(schemaJob("current", thisUpgrade), func(j *batchv1.Job) {
 			j.Status.Failed = 7
 		}), database.JobRunning},
-		{"success criteria met, not complete yet", database.Sync, schemaJob("current", newImage, batchv1.JobSuccessCriteriaMet), database.JobRunning},
-		{"complete", database.Sync, schemaJob("current", newImage, batchv1.JobComplete), database.JobSucceeded},
-		{"complete with a zero counter", database.Sync, withJob(schemaJob("current", newImage, batchv1.JobComplete), func(j *batchv1.Job) {
+		{"success criteria met, not complete yet", database.Sync, schemaJob("current", thisUpgrade, batchv1.JobSuccessCriteriaMet), database.JobRunning},
+		{"complete", database.Sync, schemaJob("current", thisUpgrade, batchv1.JobComplete), database.JobSucceeded},
+		{"complete with a zero counter", database.Sync, withJob(schemaJob("current", thisUpgrade, batchv1.JobComplete), func(j *batchv1.Job) {
 			j.Status.Succeeded, j.Status.Failed = 0, 3
 		}), database.JobSucceeded},
-		{"failed", database.Sync, schemaJob("current", newImage, batchv1.JobFailed), database.JobFailed},
+		{"failed", database.Sync, schemaJob("current", thisUpgrade, batchv1.JobFailed), database.JobFailed},
 		// A finished Job of another template runs again.
-		{"db-sync complete with another template", database.Sync, schemaJob("old", newImage, batchv1.JobComplete), database.JobAbsent},
-		{"db-sync failed with another template", database.Sync, schemaJob("old", newImage, batchv1.JobFailed), database.JobAbsent},
-		// A phase Job that succeeded for this upgrade's image stays done
-		// through a config change; a failed one is retried with it.
-		{"phase complete with another template, same image", database.Expand, schemaJob("old", newImage, batchv1.JobComplete), database.JobSucceeded},
-		{"phase complete with another template and image", database.Expand, schemaJob("old", oldImage, batchv1.JobComplete), database.JobAbsent},
-		{"phase complete with the current template", database.Contract, schemaJob("current", newImage, batchv1.JobComplete), database.JobSucceeded},
-		{"phase failed with another template, same image", database.Migrate, schemaJob("old", newImage, batchv1.JobFailed), database.JobAbsent},
-		{"phase failed with the current template", database.Migrate, schemaJob("current", newImage, batchv1.JobFailed), database.JobFailed},
-		{"being deleted", database.Sync, withJob(schemaJob("current", newImage, batchv1.JobComplete), deleting), database.JobAbsent},
+		{"db-sync complete with another template", database.Sync, schemaJob("old", thisUpgrade, batchv1.JobComplete), database.JobAbsent},
+		{"db-sync failed with another template", database.Sync, schemaJob("old", thisUpgrade, batchv1.JobFailed), database.JobAbsent},
+		// A phase Job that succeeded for this upgrade stays done through a
+		// config change; a failed one is retried with it. One of the last
+		// upgrade is not this one's, even with the same template (a
+		// reused image tag).
+		{"phase complete with another template, same upgrade", database.Expand, schemaJob("old", thisUpgrade, batchv1.JobComplete), database.JobSucceeded},
+		{"phase complete with another template and upgrade", database.Expand, schemaJob("old", lastUpgrade, batchv1.JobComplete), database.JobAbsent},
+		{"phase complete for the last upgrade, same template", database.Migrate, schemaJob("current", lastUpgrade, batchv1.JobComplete), database.JobAbsent},
+		{"phase complete with no upgrade label", database.Contract, withJob(schemaJob("old", thisUpgrade, batchv1.JobComplete), func(j *batchv1.Job) {
+			j.Labels = nil
+		}), database.JobAbsent},
+		// Credentials: a failed run is retried at once with new ones; a
+		// successful one is not run again for them.
+		{"failed with other credentials", database.Sync, withJob(schemaJob("current", thisUpgrade, batchv1.JobFailed), func(j *batchv1.Job) {
+			j.Annotations[render.AnnotationDBConnectionHash] = "dsn-0"
+		}), database.JobAbsent},
+		{"complete with other credentials", database.Sync, withJob(schemaJob("current", thisUpgrade, batchv1.JobComplete), func(j *batchv1.Job) {
+			j.Annotations[render.AnnotationDBConnectionHash] = "dsn-0"
+		}), database.JobSucceeded},
+		{"phase complete with the current template", database.Contract, schemaJob("current", thisUpgrade, batchv1.JobComplete), database.JobSucceeded},
+		{"phase failed with another template, same image", database.Migrate, schemaJob("old", thisUpgrade, batchv1.JobFailed), database.JobAbsent},
+		{"phase failed with the current template", database.Migrate, schemaJob("current", thisUpgrade, batchv1.JobFailed), database.JobFailed},
+		{"being deleted", database.Sync, withJob(schemaJob("current", thisUpgrade, batchv1.JobComplete), deleting), database.JobAbsent},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var objs []client.Object
@@ -167,9 +184,10 @@ func TestObserveJob(t *testing.T) {
 }
 
 // TestEnsureJob: a Job is created when absent, replaced (deleted first)
-// when finished with another template, and otherwise left alone.
+// when finished with another template, credentials or upgrade, and
+// otherwise left alone.
 func TestEnsureJob(t *testing.T) {
-	desired := schemaJob("current", newImage)
+	desired := schemaJob("current", thisUpgrade)
 	desired.UID = ""
 	for _, tt := range []struct {
 		name             string
@@ -177,12 +195,16 @@ func TestEnsureJob(t *testing.T) {
 		creates, deletes int
 	}{
 		{"absent: created", nil, 1, 0},
-		{"same template, running", schemaJob("current", newImage), 0, 0},
-		{"same template, failed", schemaJob("current", newImage, batchv1.JobFailed), 0, 0},
-		{"another template, running", schemaJob("old", oldImage), 0, 0},
-		{"another template, complete", schemaJob("old", oldImage, batchv1.JobComplete), 0, 1},
-		{"another template, failed", schemaJob("old", oldImage, batchv1.JobFailed), 0, 1},
-		{"being deleted", withJob(schemaJob("old", oldImage, batchv1.JobComplete), func(j *batchv1.Job) {
+		{"same template, running", schemaJob("current", thisUpgrade), 0, 0},
+		{"same template, failed", schemaJob("current", thisUpgrade, batchv1.JobFailed), 0, 0},
+		{"another template, running", schemaJob("old", lastUpgrade), 0, 0},
+		{"another template, complete", schemaJob("old", lastUpgrade, batchv1.JobComplete), 0, 1},
+		{"same template, the last upgrade's, complete", schemaJob("current", lastUpgrade, batchv1.JobComplete), 0, 1},
+		{"same template, other credentials, failed", withJob(schemaJob("current", thisUpgrade, batchv1.JobFailed), func(j *batchv1.Job) {
+			j.Annotations[render.AnnotationDBConnectionHash] = "dsn-0"
+		}), 0, 1},
+		{"another template, failed", schemaJob("old", lastUpgrade, batchv1.JobFailed), 0, 1},
+		{"being deleted", withJob(schemaJob("old", lastUpgrade, batchv1.JobComplete), func(j *batchv1.Job) {
 			j.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
 			j.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
 		}), 0, 0},
@@ -224,7 +246,7 @@ func TestEnsureJob(t *testing.T) {
 
 	t.Run("created meanwhile", func(t *testing.T) {
 		w := &writeCounter{}
-		p, _ := jobPass(t, w, interceptor.Funcs{}, schemaJob("current", newImage))
+		p, _ := jobPass(t, w, interceptor.Funcs{}, schemaJob("current", thisUpgrade))
 		// The cache had not seen the Job: the create answers AlreadyExists.
 		g := fixtures.NewGlance("openstack", "glance", "2025.2")
 		if err := ensureJob(context.Background(), p, g, desired.DeepCopy(), nil); err != nil {
@@ -246,11 +268,11 @@ func TestDeleteJob(t *testing.T) {
 		deletes int
 	}{
 		{"none", nil, false, 0},
-		{"running", schemaJob("current", newImage), true, 0},
-		{"suspended", schemaJob("current", newImage, batchv1.JobSuspended), true, 0},
-		{"complete", schemaJob("current", newImage, batchv1.JobComplete), true, 1},
-		{"failed", schemaJob("current", newImage, batchv1.JobFailed), true, 1},
-		{"already gone", schemaJob("current", newImage, batchv1.JobFailed), false, 1},
+		{"running", schemaJob("current", thisUpgrade), true, 0},
+		{"suspended", schemaJob("current", thisUpgrade, batchv1.JobSuspended), true, 0},
+		{"complete", schemaJob("current", thisUpgrade, batchv1.JobComplete), true, 1},
+		{"failed", schemaJob("current", thisUpgrade, batchv1.JobFailed), true, 1},
+		{"already gone", schemaJob("current", thisUpgrade, batchv1.JobFailed), false, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &writeCounter{}
@@ -288,7 +310,7 @@ func TestDeleteJob(t *testing.T) {
 		p, _ := jobPass(t, &writeCounter{}, interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
 			return apierrors.NewConflict(schema.GroupResource{Group: "batch", Resource: "jobs"}, "glance-db-sync", nil)
 		}})
-		if err := deleteJob(context.Background(), p, schemaJob("current", newImage, batchv1.JobComplete)); err != nil {
+		if err := deleteJob(context.Background(), p, schemaJob("current", thisUpgrade, batchv1.JobComplete)); err != nil {
 			t.Errorf("deleteJob on a UID conflict: %v", err)
 		}
 	})
