@@ -140,6 +140,7 @@ func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, 
 	base := obj.DeepCopyObject().(T)
 	deferred := &afterWrite{}
 	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, state)
+	keepTransitionTimes(obj, base)
 	p.finishStatus(obj)
 	writeErr := p.writeStatus(ctx, obj, base)
 	if writeErr == nil {

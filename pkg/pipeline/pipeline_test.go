@@ -875,6 +875,37 @@ func TestLastTransitionTime(t *testing.T) {
 	}
 }
 
+// TestSharedConditionSettledOncePerPass: one step sets a shared condition
+// True and a later one sets it False again, as the Secrets and Config steps
+// do with SecretsReady: a steady False keeps its transition time, and a pass
+// that ends as the last one did writes nothing.
+func TestSharedConditionSettledOncePerPass(t *testing.T) {
+	past := metav1.NewTime(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC))
+	g := newGlance(
+		metav1.Condition{Type: condA, Status: "False", Reason: "Waiting", Message: "A2 waits.", LastTransitionTime: past, ObservedGeneration: 3},
+		metav1.Condition{Type: ready, Status: "False", Reason: pipeline.ReasonNotAllReady, Message: "Not True: AReady.", LastTransitionTime: past, ObservedGeneration: 3},
+	)
+	g.Status.ObservedGeneration = 3
+	e := newEnv(t, g, pipeline.Single(ok("A1", condA)), pipeline.Single(waiting("A2", condA)))
+	writes := 0
+	for pass := range 3 {
+		g, _, _, err := e.run(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := condition(t, g, condA); !a.LastTransitionTime.Equal(&past) {
+			t.Errorf("pass %d: AReady stayed False but its transition time moved to %v", pass, a.LastTransitionTime)
+		}
+		if pass == 0 {
+			// The first pass may settle the Ready message.
+			writes = e.writes.count()
+		}
+	}
+	if n := e.writes.count() - writes; n != 0 {
+		t.Errorf("%d writes for passes that changed nothing, want none", n)
+	}
+}
+
 func TestRunErrorAndStatusWriteErrorAreJoined(t *testing.T) {
 	errStep := errors.New("step failed")
 	errWrite := errors.New("apiserver unavailable")

@@ -28,6 +28,20 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 	obj.SetObservedGeneration(obj.GetGeneration())
 }
 
+// keepTransitionTimes settles each condition once per pass: a condition
+// whose status ends the pass as it began it keeps the transition time it
+// had, however many steps set it on the way (SecretsReady, which three
+// steps share, may turn True in one and False again in a later one).
+func keepTransitionTimes(obj, base Object) {
+	conds := obj.GetConditions()
+	for i := range conds {
+		if was := meta.FindStatusCondition(base.GetConditions(), conds[i].Type); was != nil && was.Status == conds[i].Status {
+			conds[i].LastTransitionTime = was.LastTransitionTime
+		}
+	}
+	obj.SetConditions(conds)
+}
+
 // notTrue are the SubConditions obj does not have True, in their order.
 func (p *Pipeline[T, S]) notTrue(obj T) []string {
 	conds := obj.GetConditions()

@@ -5,14 +5,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	glancecontroller "github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/test/fixtures"
 )
 
@@ -137,6 +140,34 @@ func TestConfigError(t *testing.T) {
 			t.Errorf("the rendered policy.yaml lacks the ConfigMap's rule:\n%s", rendered.Data["policy.yaml"])
 		}
 	})
+}
+
+// TestSteadyFalseWritesNothing: SecretsReady is shared by the Secrets,
+// DBConnectionSecret and Config steps. While Config holds it False (a policy
+// ConfigMap that is missing), the Secrets step's True on the way does not
+// move its transition time, and the 15 s retries write nothing.
+func TestSteadyFalseWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Credentials("pw")
+	e.DefaultBackend("alpha")
+	e.Glance(func(g *v1alpha1.Glance) {
+		g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "glance-policy"}}
+	})
+	first := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
+	// Let the passes the children's creation woke settle.
+	time.Sleep(2 * time.Second)
+	before := e.ReadGlance()
+	// One retry of the Config step, 15 s on, and a little more.
+	time.Sleep(glancecontroller.SecretsPollInterval + 3*time.Second)
+	after := e.ReadGlance()
+	c := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionSecretsReady)
+	if c == nil || c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(&first.LastTransitionTime) {
+		t.Errorf("SecretsReady %+v after a retry; want it False since %v", c, first.LastTransitionTime)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the Glance was written during a retry that changed nothing (resourceVersion %s to %s)", before.ResourceVersion, after.ResourceVersion)
+	}
 }
 
 // TestBackendWaitingForParent: a GlanceBackend whose spec.glanceRef names no
