@@ -101,6 +101,9 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				count()
+				if fn := mgr.beforePatch.Load(); fn != nil {
+					(*fn)(ctx, obj)
+				}
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
@@ -152,7 +155,20 @@ type Manager struct {
 	Clock *Clock
 	// endpointSlices is the stand-in EndpointSlice controller.
 	endpointSlices *endpointSliceStandIn
+	beforePatch    atomic.Pointer[func(context.Context, client.Object)]
 	stop           func() error
+}
+
+// BeforePatch makes fn run before each patch of an object (not of a
+// subresource) the operator sends, for a test to play a writer that races
+// it; nil stops it. fn sees the object as the operator is about to patch
+// it, and must not change it.
+func (m *Manager) BeforePatch(fn func(ctx context.Context, obj client.Object)) {
+	if fn == nil {
+		m.beforePatch.Store(nil)
+		return
+	}
+	m.beforePatch.Store(&fn)
 }
 
 // Prober stands in for the operator's health prober: a URL a test gave an

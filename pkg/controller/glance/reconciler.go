@@ -147,9 +147,7 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 		return r.refused.Run(ctx, g, &pass{r: r, cluster: cluster, refusal: errs})
 	}
 	if !controllerutil.ContainsFinalizer(g, Finalizer) {
-		patch := client.MergeFrom(g.DeepCopy())
-		controllerutil.AddFinalizer(g, Finalizer)
-		if err := r.Client.Patch(ctx, g, patch); err != nil {
+		if err := r.patchFinalizers(ctx, g, controllerutil.AddFinalizer); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -218,14 +216,22 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		}
 		r.Recorder.Eventf(g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseFinalized, "Finalize", "the database objects are gone; releasing the finalizer")
 	}
-	patch := client.MergeFrom(g.DeepCopy())
-	controllerutil.RemoveFinalizer(g, Finalizer)
-	if err := r.Client.Patch(ctx, g, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchFinalizers(ctx, g, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	r.Metrics.ForgetGlance(g.Namespace, g.Name)
 	r.Probes.Forget(g.UID)
 	return ctrl.Result{}, nil
+}
+
+// patchFinalizers adds or removes the operator's finalizer. A merge patch
+// replaces the whole list, so it carries g's resourceVersion: a finalizer
+// another controller added since g was read fails it with a conflict, and
+// the retry starts from the list as it is, rather than dropping that one.
+func (r *Reconciler) patchFinalizers(ctx context.Context, g *v1alpha1.Glance, edit func(client.Object, string) bool) error {
+	patch := client.MergeFromWithOptions(g.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	edit(g, Finalizer)
+	return r.Client.Patch(ctx, g, patch)
 }
 
 // announce emits an event on g for a transition the pass records in g's
