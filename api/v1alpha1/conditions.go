@@ -48,6 +48,9 @@ const (
 	ReasonAllBackendsProjected = "AllBackendsProjected"
 	ReasonWaitingForBackends   = "WaitingForBackends"
 	ReasonNoDefaultBackend     = "NoDefaultBackend"
+	// ReasonBackendsProjectionFailed: the backends could not be read or
+	// their Secret rendered or written; the message carries the error.
+	ReasonBackendsProjectionFailed = "BackendsProjectionFailed"
 
 	ReasonDatabaseSynced        = "DatabaseSynced"
 	ReasonClusterNotReady       = "ClusterNotReady"
@@ -98,6 +101,9 @@ const (
 	ReasonDBPurgeScheduled = "DBPurgeScheduled"
 	ReasonDBPurgeSuspended = "DBPurgeSuspended"
 	ReasonDBPurgeJobFailed = "DBPurgeJobFailed"
+	// ReasonDBPurgeCronJobFailed: the purge CronJob could not be rendered
+	// or applied, or its runs listed; the message carries the error.
+	ReasonDBPurgeCronJobFailed = "DBPurgeCronJobFailed"
 
 	// GlanceBackend reasons beyond the shared ones.
 	ReasonWaitingForParent      = "WaitingForParent"

@@ -120,6 +120,11 @@ type Pipeline[T Object, S any] struct {
 	// Status writes the status subresource, typically manager client's
 	// Status().
 	Status client.SubResourceWriter
+	// StepFailed, when set, hears each step error that gives the step's
+	// condition a reason it did not have when the step started, with that
+	// reason and message: the reconciler announces it, once per cause
+	// rather than once per retry.
+	StepFailed func(ctx context.Context, obj T, state S, step Step[T, S], reason, message string)
 }
 
 // Run runs the stages in order on obj until one returns a non-zero result
@@ -230,8 +235,18 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 	if step.Condition == "" {
 		return step.Run(ctx, obj, state)
 	}
+	prevReason := ""
+	if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c != nil {
+		prevReason = c.Reason
+	}
 	prior := markUnset(obj, step.Condition)
-	defer func() { settle(obj, step, prior, err) }()
+	defer func() {
+		settle(obj, step, prior, err)
+		c := meta.FindStatusCondition(obj.GetConditions(), step.Condition)
+		if err != nil && p.StepFailed != nil && c != nil && c.Status == metav1.ConditionFalse && c.Reason != prevReason {
+			p.StepFailed(ctx, obj, state, step, c.Reason, c.Message)
+		}
+	}()
 	return step.Run(ctx, obj, state)
 }
 

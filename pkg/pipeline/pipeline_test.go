@@ -906,6 +906,24 @@ func TestSharedConditionSettledOncePerPass(t *testing.T) {
 	}
 }
 
+// TestStepFailedOncePerCause: StepFailed hears a step error when it gives
+// the condition a new reason, not again while the cause stays.
+func TestStepFailedOncePerCause(t *testing.T) {
+	e := newEnv(t, newGlance(), pipeline.Single(failing("A", condA, errors.New("refused"))))
+	var heard []string
+	e.p.StepFailed = func(_ context.Context, _ glance, _ pass, s step, reason, message string) {
+		heard = append(heard, s.Name+" "+reason+" "+message)
+	}
+	for range 3 {
+		if _, _, _, err := e.run(t); err == nil {
+			t.Fatal("the failing step's pass returned no error")
+		}
+	}
+	if want := []string{"A Failed A failed."}; !slices.Equal(heard, want) {
+		t.Errorf("StepFailed heard %q, want %q", heard, want)
+	}
+}
+
 func TestRunErrorAndStatusWriteErrorAreJoined(t *testing.T) {
 	errStep := errors.New("step failed")
 	errWrite := errors.New("apiserver unavailable")

@@ -1,7 +1,10 @@
 package glance
 
 import (
+	"context"
 	"errors"
+
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,7 +22,7 @@ type step = pipeline.Step[*v1alpha1.Glance, *pass]
 var Steps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 	pipeline.Single(step{Name: "Secrets", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileSecrets}),
 	pipeline.Single(step{Name: "DBConnectionSecret", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileDBConnectionSecret}),
-	pipeline.Single(step{Name: "Backends", Condition: v1alpha1.ConditionBackendsReady, FailureReason: v1alpha1.ReasonWaitingForBackends, Run: reconcileBackends}),
+	pipeline.Single(step{Name: "Backends", Condition: v1alpha1.ConditionBackendsReady, FailureReason: v1alpha1.ReasonBackendsProjectionFailed, Run: reconcileBackends}),
 	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, FailureReason: v1alpha1.ReasonConfigError, Run: reconcileConfig}),
 	pipeline.Single(step{Name: "Database", Condition: v1alpha1.ConditionDatabaseReady, FailureReason: v1alpha1.ReasonWaitingForDatabase, Run: reconcileDatabase}),
 	pipeline.Single(step{Name: "Deployment", Condition: v1alpha1.ConditionDeploymentReady, FailureReason: v1alpha1.ReasonWaitingForDeployment, Run: reconcileDeployment}),
@@ -28,7 +31,7 @@ var Steps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 		step{Name: "HealthCheck", Condition: v1alpha1.ConditionGlanceAPIReady, FailureReason: v1alpha1.ReasonHealthCheckFailed, Run: reconcileHealthCheck},
 		step{Name: "HPA", Condition: v1alpha1.ConditionHPAReady, FailureReason: v1alpha1.ReasonHPAFailed, Run: reconcileHPA},
 		step{Name: "NetworkPolicy", Condition: v1alpha1.ConditionNetworkPolicyReady, FailureReason: v1alpha1.ReasonNetworkPolicyFailed, Run: reconcileNetworkPolicy},
-		step{Name: "DBPurge", Condition: v1alpha1.ConditionDBPurgeReady, FailureReason: v1alpha1.ReasonDBPurgeJobFailed, MergeStatus: mergeDBPurgeStatus, Run: reconcileDBPurge},
+		step{Name: "DBPurge", Condition: v1alpha1.ConditionDBPurgeReady, FailureReason: v1alpha1.ReasonDBPurgeCronJobFailed, MergeStatus: mergeDBPurgeStatus, Run: reconcileDBPurge},
 	),
 }
 
@@ -43,6 +46,12 @@ var unresolvedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 // config. It is a config error, so it counts under Config.
 var refusedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 	pipeline.Single(step{Name: "Config", Condition: v1alpha1.ConditionSecretsReady, Run: specRefused}),
+}
+
+// stepFailed announces a step error under the reason its condition took,
+// once per cause: the pipeline calls it only when that reason is new.
+func stepFailed(ctx context.Context, g *v1alpha1.Glance, p *pass, s step, reason, message string) {
+	announce(ctx, p, g, nil, corev1.EventTypeWarning, reason, s.Name, "%s", message)
 }
 
 // terminalFailure ends a step on what only a spec change can fix (and that
