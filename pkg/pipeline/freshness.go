@@ -13,6 +13,13 @@ import (
 // normally wakes the object first.
 const StaleCacheRetry = time.Second
 
+// StaleCacheLimit bounds how long a cached copy may stay older than this
+// manager's last write before the record is given up. A cache lags by
+// milliseconds; a copy still older after a minute means the versions went
+// back, as after an etcd restore, and waiting longer would hold the object
+// until the manager restarts.
+const StaleCacheLimit = time.Minute
+
 // WrittenVersions remembers the resourceVersion of this manager's last write
 // to each object of a kind. A pass that ran on a cached copy older than that
 // write would see the status before it: it would write that status again,
@@ -20,8 +27,36 @@ const StaleCacheRetry = time.Second
 // name: an object created again under the same name has versions newer
 // than every earlier write.
 type WrittenVersions struct {
+	// Now is the clock; nil means time.Now.
+	Now      func() time.Time
 	mu       sync.Mutex
-	versions map[types.NamespacedName]string
+	versions map[types.NamespacedName]written
+}
+
+type written struct {
+	rv string
+	at time.Time
+}
+
+// Freshness is what Check finds of a cached copy.
+type Freshness int
+
+const (
+	// Fresh: the copy is at least as new as the last write.
+	Fresh Freshness = iota
+	// Stale: the copy is older than the last write; wait for the cache.
+	Stale
+	// GaveUp: the copy has been older than the last write for longer than
+	// StaleCacheLimit; the record is dropped and the copy taken as current.
+	// Say so once.
+	GaveUp
+)
+
+func (w *WrittenVersions) now() time.Time {
+	if w.Now == nil {
+		return time.Now()
+	}
+	return w.Now()
 }
 
 // Record remembers rv as the object's newest written version.
@@ -32,28 +67,34 @@ func (w *WrittenVersions) Record(key types.NamespacedName, rv string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.versions == nil {
-		w.versions = map[types.NamespacedName]string{}
+		w.versions = map[types.NamespacedName]written{}
 	}
 	if old, ok := w.versions[key]; ok {
-		if cmp, err := resourceversion.CompareResourceVersion(rv, old); err == nil && cmp < 0 {
+		if cmp, err := resourceversion.CompareResourceVersion(rv, old.rv); err == nil && cmp <= 0 {
 			return
 		}
 	}
-	w.versions[key] = rv
+	w.versions[key] = written{rv: rv, at: w.now()}
 }
 
-// Stale reports whether rv, a cached copy's resourceVersion, is older than
-// the object's newest written version. Versions that do not compare (an API
-// server that does not promise ordered versions) are never stale.
-func (w *WrittenVersions) Stale(key types.NamespacedName, rv string) bool {
+// Check compares rv, a cached copy's resourceVersion, with the object's
+// newest written version. Versions that do not compare (an API server that
+// does not promise ordered versions) are never stale.
+func (w *WrittenVersions) Check(key types.NamespacedName, rv string) Freshness {
 	w.mu.Lock()
-	written, ok := w.versions[key]
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	last, ok := w.versions[key]
 	if !ok {
-		return false
+		return Fresh
 	}
-	cmp, err := resourceversion.CompareResourceVersion(rv, written)
-	return err == nil && cmp < 0
+	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
+		return Fresh
+	}
+	if w.now().Sub(last.at) > StaleCacheLimit {
+		delete(w.versions, key)
+		return GaveUp
+	}
+	return Stale
 }
 
 // Forget drops an object that is gone.

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -11,21 +12,46 @@ import (
 func TestWrittenVersions(t *testing.T) {
 	var w pipeline.WrittenVersions
 	key, other := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
-	if w.Stale(key, "5") {
+	if w.Check(key, "5") != pipeline.Fresh {
 		t.Fatal("stale before any write")
 	}
 	w.Record(key, "10")
 	w.Record(key, "9") // an older copy's version never lowers the mark
-	for rv, want := range map[string]bool{"9": true, "10": false, "11": false, "not-a-number": false} {
-		if got := w.Stale(key, rv); got != want {
+	for rv, want := range map[string]pipeline.Freshness{"9": pipeline.Stale, "10": pipeline.Fresh, "11": pipeline.Fresh, "not-a-number": pipeline.Fresh} {
+		if got := w.Check(key, rv); got != want {
 			t.Errorf("Stale(%q) = %v, want %v", rv, got, want)
 		}
 	}
-	if w.Stale(other, "1") {
+	if w.Check(other, "1") != pipeline.Fresh {
 		t.Error("another object's write makes this one stale")
 	}
 	w.Forget(key)
-	if w.Stale(key, "9") {
+	if w.Check(key, "9") != pipeline.Fresh {
 		t.Error("stale after Forget")
+	}
+}
+
+// TestWrittenVersionsGiveUp: after an etcd restore the versions went back
+// for good; the record is given up once, after StaleCacheLimit.
+func TestWrittenVersionsGiveUp(t *testing.T) {
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	w := pipeline.WrittenVersions{Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "ns", Name: "a"}
+	w.Record(key, "900")
+	now = now.Add(pipeline.StaleCacheLimit)
+	if got := w.Check(key, "12"); got != pipeline.Stale {
+		t.Fatalf("Check at the limit = %v, want Stale", got)
+	}
+	now = now.Add(time.Second)
+	if got := w.Check(key, "12"); got != pipeline.GaveUp {
+		t.Fatalf("Check past the limit = %v, want GaveUp", got)
+	}
+	if got := w.Check(key, "12"); got != pipeline.Fresh {
+		t.Fatalf("Check after giving up = %v, want Fresh (said once)", got)
+	}
+	// The next write is recorded afresh, at its own time.
+	w.Record(key, "13")
+	if got := w.Check(key, "12"); got != pipeline.Stale {
+		t.Errorf("Check of a copy older than the new write = %v, want Stale", got)
 	}
 }

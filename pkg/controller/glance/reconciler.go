@@ -102,9 +102,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("glance", req.NamespacedName))
-	if r.written.Stale(req.NamespacedName, g.ResourceVersion) {
+	switch r.written.Check(req.NamespacedName, g.ResourceVersion) {
+	case pipeline.Stale:
 		log.FromContext(ctx).V(1).Info("Cached Glance is older than this manager's last write; waiting for the cache", "resourceVersion", g.ResourceVersion)
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
+	case pipeline.GaveUp:
+		log.FromContext(ctx).Info("Cached Glance stayed older than this manager's last write; taking it as current (resourceVersions went back, as after an etcd restore)",
+			"resourceVersion", g.ResourceVersion, "after", pipeline.StaleCacheLimit)
 	}
 	result, err := r.reconcile(ctx, g)
 	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {

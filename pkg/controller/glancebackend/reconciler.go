@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
@@ -80,8 +81,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// A pass on a copy older than the last status write would write that
 	// status again.
-	if r.written.Stale(req.NamespacedName, b.ResourceVersion) {
+	switch r.written.Check(req.NamespacedName, b.ResourceVersion) {
+	case pipeline.Stale:
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
+	case pipeline.GaveUp:
+		log.FromContext(ctx).Info("Cached GlanceBackend stayed older than this manager's last write; taking it as current (resourceVersions went back, as after an etcd restore)",
+			"resourceVersion", b.ResourceVersion, "after", pipeline.StaleCacheLimit)
 	}
 	p := &pass{}
 	parent := &v1alpha1.Glance{}
