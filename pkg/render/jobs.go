@@ -183,7 +183,7 @@ func DBPurgeSchedule(g *v1alpha1.Glance) (schedule string, suspended bool) {
 }
 
 // DBPurgeCronJob is the CronJob {name}-db-purge running glance-manage db
-// purge on spec.image with the resolved spec.dbPurge. The Jobs it spawns,
+// purge on f.PurgeImage, else spec.image, with the resolved spec.dbPurge. The Jobs it spawns,
 // and their pods, carry CommonLabels (component db-purge), by which the
 // reconciler lists them; activeDeadlineSeconds makes a wedged run fail.
 func DBPurgeCronJob(g *v1alpha1.Glance, f WorkloadFacts) (*batchv1.CronJob, error) {
@@ -194,7 +194,7 @@ func DBPurgeCronJob(g *v1alpha1.Glance, f WorkloadFacts) (*batchv1.CronJob, erro
 	if err != nil {
 		return nil, err
 	}
-	purge := glanceContainer(g, ContainerDBPurge, ImageRef(g), glanceManageCommand("db", "purge",
+	purge := glanceContainer(g, ContainerDBPurge, cmp.Or(f.PurgeImage, ImageRef(g)), glanceManageCommand("db", "purge",
 		"--age_in_days", fmt.Sprint(r.ageInDays), "--max_rows", fmt.Sprint(r.maxRows)))
 	purge.Resources = apiResources(g)
 	pod := glanceManagePodSpec(g, f)

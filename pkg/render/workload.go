@@ -29,6 +29,10 @@ type WorkloadFacts struct {
 	// schema migration that succeeded, but re-runs one that failed at once.
 	AuthtokenHash    string
 	DBConnectionHash string
+	// PurgeImage is the image the purge CronJob runs; empty means
+	// ImageRef. During an upgrade it is the installed release's: db purge
+	// of the new release is not run on a schema it has not finished.
+	PurgeImage string
 	// Upgrade names the release upgrade a phase Job belongs to
 	// (UpgradeKey); it labels the phase Jobs, so the next upgrade never
 	// takes an earlier one's Jobs for its own.

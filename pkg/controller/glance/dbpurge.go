@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -25,11 +26,23 @@ import (
 // reconcileDBPurge projects the {name}-db-purge CronJob and reports the
 // newest terminal run it spawned.
 func reconcileDBPurge(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
-	desired, err := render.DBPurgeCronJob(g, p.workloadFacts())
+	facts := p.workloadFacts()
+	cj := &batchv1.CronJob{}
+	if g.Status.TargetRelease != "" {
+		// While an upgrade runs, the purge keeps the image it had: the
+		// installed release's, until installedRelease moves.
+		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: render.DBPurgeCronJobName(g.Name)}, cj)
+		switch {
+		case err == nil && len(cj.Spec.JobTemplate.Spec.Template.Spec.Containers) > 0:
+			facts.PurgeImage = cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image
+		case err != nil && !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("get CronJob %s: %w", render.DBPurgeCronJobName(g.Name), err)
+		}
+	}
+	desired, err := render.DBPurgeCronJob(g, facts)
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(errors.New("cannot render the db-purge CronJob: " + err.Error()))
 	}
-	cj := &batchv1.CronJob{}
 	if err := applySpec(ctx, p, g, desired, &desired.Spec, cj, &cj.Spec, nil); err != nil {
 		return ctrl.Result{}, err
 	}

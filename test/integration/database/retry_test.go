@@ -196,3 +196,31 @@ func jobDone(j *batchv1.Job) bool {
 	}
 	return false
 }
+
+// TestPurgeKeepsTheInstalledImageDuringAnUpgrade: the purge CronJob runs the
+// installed release's image until the upgrade completes, contract included.
+func TestPurgeKeepsTheInstalledImageDuringAnUpgrade(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.upgrade()
+	purgeImage := func() string {
+		cj := &batchv1.CronJob{}
+		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-purge"}, cj); err != nil {
+			t.Fatal(err)
+		}
+		return cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image
+	}
+	s.FinishJob("glance-db-expand", true)
+	s.FinishJob("glance-db-migrate", true)
+	s.rollOutRelease("2026.1")
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonContractInProgress)
+	// The parallel group runs while contract does; give it a pass.
+	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
+	time.Sleep(time.Second)
+	if img := purgeImage(); !strings.HasSuffix(img, ":2025.2") {
+		t.Errorf("the purge CronJob runs %s during Contracting, want the installed 2025.2", img)
+	}
+	s.FinishJob("glance-db-contract", true)
+	s.resync("2026.1")
+	s.Eventually("the purge CronJob on the new image", func() bool { return strings.HasSuffix(purgeImage(), ":2026.1") }, nil)
+}
