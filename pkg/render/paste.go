@@ -14,15 +14,14 @@ import (
 const PasteApp = "glance-api-keystone"
 
 // builtinPasteNames are the filters, apps, pipelines and composites PasteINI
-// renders itself; a middleware of the same name would replace or shadow one
-// of them. It is the one list: admission refuses these names through
-// IsBuiltinPasteName, so a spec it admits never fails here on a name.
+// renders itself, and nothing else; a middleware of the same name would
+// replace or shadow one of them. It is the one list: admission refuses these
+// names through IsBuiltinPasteName, so a spec it admits never fails here on a
+// name.
 var builtinPasteNames = map[string]bool{
 	PasteApp: true, "api": true, "rootapp": true, "apiversions": true, "apiv2app": true,
 	"healthcheck": true, "cors": true, "http_proxy_to_wsgi": true, "versionnegotiation": true,
 	"authtoken": true, "context": true, "cache": true,
-	// Names Glance's own paste files use; kept free to avoid confusion.
-	"unauthenticated-context": true, "cachemanage": true, "main": true,
 }
 
 // IsBuiltinPasteName reports whether name, in any case, is a section, filter

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +11,27 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/iniparse"
 )
+
+// TestBuiltinPasteNamesAreThoseRendered: admission refuses exactly the
+// section names the rendered paste uses, with every optional section on.
+func TestBuiltinPasteNamesAreThoseRendered(t *testing.T) {
+	g := minimalGlance()
+	g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: resource.MustParse("10Gi")}
+	out, err := PasteINI(&g.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			_, name, _ := strings.Cut(strings.Trim(line, "[]"), ":")
+			rendered[name] = true
+		}
+	}
+	if !maps.Equal(rendered, builtinPasteNames) {
+		t.Errorf("rendered sections %v, refused names %v", slices.Sorted(maps.Keys(rendered)), slices.Sorted(maps.Keys(builtinPasteNames)))
+	}
+}
 
 func TestPasteINIPipeline(t *testing.T) {
 	tests := []struct {

@@ -80,6 +80,21 @@ func TestExactRejection(t *testing.T) {
 	}
 }
 
+// TestMiddlewareNamesThePasteDoesNotUse: only the names the rendered paste
+// uses are refused; names Glance's own paste files use, which the operator's
+// does not, are free (the reference operator accepts them too).
+func TestMiddlewareNamesThePasteDoesNotUse(t *testing.T) {
+	cl, _ := newClient(t)
+	ns := namespace(t, cl, "middleware-names")
+	for _, name := range []string{"unauthenticated-context", "cachemanage", "main"} {
+		g := newGlance(ns, name, "2025.2")
+		g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: name, FilterFactory: "example.audit:filter_factory"}}
+		if err := cl.Create(context.Background(), g); err != nil {
+			t.Errorf("a middleware named %q refused: %v", name, err)
+		}
+	}
+}
+
 func TestDefaultsApplied(t *testing.T) {
 	cl, _ := newClient(t)
 	ns := namespace(t, cl, "defaults")
