@@ -7,7 +7,8 @@ import (
 // GlanceBackend attaches an image store to a Glance. Its name becomes the
 // store id: the [name] section of backends.conf and the value clients pass in
 // X-Image-Meta-Store. Names that collide with Glance's own config sections are
-// reserved.
+// reserved; admission refuses them under metadata.name (a CRD rule on the
+// name could name no field).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -18,7 +19,6 @@ import (
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.isDefault`
 // +kubebuilder:printcolumn:name="Glance",type=string,JSONPath=`.spec.glanceRef.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="!(self.metadata.name.lowerAscii() in ['default', 'database', 'keystone_authtoken', 'glance_store', 'paste_deploy', 'oslo_policy']) && !self.metadata.name.lowerAscii().startsWith('os_glance_') && !self.metadata.name.lowerAscii().startsWith('os-glance-')",message="metadata.name is reserved: default, database, keystone_authtoken, glance_store, paste_deploy, oslo_policy and names starting with os_glance_ or os-glance- are Glance's own config sections"
 type GlanceBackend struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

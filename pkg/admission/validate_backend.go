@@ -15,15 +15,20 @@ import (
 )
 
 // ValidateGlanceBackend validates a create (old nil) or an update of a
-// GlanceBackend. Reserved names, the immutable fields and line breaks in the
-// extraOptions values are CRD rules, which the API server enforces before any
-// webhook; the extraOptions keys, the rest of the INI writer's rules on the
+// GlanceBackend. The immutable fields and line breaks in the extraOptions
+// values are CRD rules, which the API server enforces before any webhook;
+// reserved names (under metadata.name), the extraOptions keys, the rest of the INI writer's rules on the
 // values and on s3.host are judged here, so that each error names its field
 // (the controller would otherwise skip the backend at render time). The
 // one-default rule is judged when a backend becomes the default, against the
 // siblings not being deleted; a failed lookup denies, and nil lookups skip it.
 func ValidateGlanceBackend(ctx context.Context, old, b *v1alpha1.GlanceBackend, lookups Lookups) (Warnings, field.ErrorList) {
-	errs := validateExtraOptionKeys(b.Spec.ExtraOptions, field.NewPath("spec", "extraOptions"))
+	var errs field.ErrorList
+	if isReservedStoreName(b.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), b.Name,
+			"is reserved: default, database, keystone_authtoken, glance_store, paste_deploy, oslo_policy and names starting with os_glance_ or os-glance- are Glance's own config sections"))
+	}
+	errs = append(errs, validateExtraOptionKeys(b.Spec.ExtraOptions, field.NewPath("spec", "extraOptions"))...)
 	errs = append(errs, validateStoreText(b)...)
 	becomesDefault := b.Spec.IsDefault && (old == nil || !old.Spec.IsDefault)
 	if becomesDefault && lookups != nil {
@@ -97,8 +102,8 @@ func validateStoreText(b *v1alpha1.GlanceBackend) field.ErrorList {
 	return errs
 }
 
-// reservedStoreNames are Glance's own config sections (the GlanceBackend CRD
-// refuses them as store names); plugin sections may not use them either.
+// reservedStoreNames are Glance's own config sections: no store and no
+// plugin section may take their names.
 var reservedStoreNames = map[string]bool{
 	"default": true, "database": true, "keystone_authtoken": true,
 	"glance_store": true, "paste_deploy": true, "oslo_policy": true,

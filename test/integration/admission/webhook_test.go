@@ -95,6 +95,21 @@ func TestMiddlewareNamesThePasteDoesNotUse(t *testing.T) {
 	}
 }
 
+// TestReservedBackendNameNamesTheField: a reserved store name is refused
+// under metadata.name, never as "<nil>".
+func TestReservedBackendNameNamesTheField(t *testing.T) {
+	cl, _ := newClient(t)
+	ns := namespace(t, cl, "reserved-backend")
+	for _, name := range []string{"default", "database", "os-glance-staging"} {
+		err := cl.Create(context.Background(), newBackend(ns, name, false))
+		want := `admission webhook "vglancebackends.glance.openstack.c5c3.io" denied the request: GlanceBackend.glance.openstack.c5c3.io "` + name + `" is invalid: ` +
+			`metadata.name: Invalid value: "` + name + `": is reserved: default, database, keystone_authtoken, glance_store, paste_deploy, oslo_policy and names starting with os_glance_ or os-glance- are Glance's own config sections`
+		if err == nil || err.Error() != want {
+			t.Errorf("error:\n  %v\nwant:\n  %s", err, want)
+		}
+	}
+}
+
 func TestDefaultsApplied(t *testing.T) {
 	cl, _ := newClient(t)
 	ns := namespace(t, cl, "defaults")
