@@ -120,6 +120,9 @@ type Pipeline[T Object, S any] struct {
 	// Status writes the status subresource, typically manager client's
 	// Status().
 	Status client.SubResourceWriter
+	// Detail, when set, adds a few words to a not-True sub-condition's entry
+	// in the aggregate's message, such as the attempt of a retried Job.
+	Detail func(obj T, c metav1.Condition) string
 	// StepFailed, when set, hears each step error that gives the step's
 	// condition a reason it did not have when the step started, with that
 	// reason and message: the reconciler announces it, once per cause

@@ -299,7 +299,7 @@ func TestWaitingStepDoesNotShortCircuit(t *testing.T) {
 	wantCondition(t, g, condB, metav1.ConditionFalse, "Waiting")
 	wantCondition(t, g, condC, metav1.ConditionTrue, "Fine")
 	ready := wantCondition(t, g, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady)
-	if ready.Message != "Not True: BReady." {
+	if ready.Message != "BReady: Waiting." {
 		t.Errorf("Ready message %q, want it to list BReady only", ready.Message)
 	}
 }
@@ -582,15 +582,15 @@ func TestReadyAggregation(t *testing.T) {
 		{"all True", []metav1.Condition{cond(condC, "True"), cond(condA, "True"), cond(condB, "True")},
 			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True.", 3},
 		{"one False", []metav1.Condition{cond(condA, "True"), cond(condB, "False"), cond(condC, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady.", 2},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "BReady: Preset.", 2},
 		{"one Unknown", []metav1.Condition{cond(condA, "True"), cond(condB, "True"), cond(condC, "Unknown")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: CReady.", 2},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "CReady: Preset.", 2},
 		{"one missing", []metav1.Condition{cond(condA, "True"), cond(condC, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady.", 2},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "BReady: not evaluated yet.", 2},
 		{"several, in SubConditions order", []metav1.Condition{cond(condC, "False"), cond(condB, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: AReady, CReady.", 1},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "AReady: not evaluated yet; CReady: Preset.", 1},
 		{"a stale True Ready is recomputed", []metav1.Condition{cond(ready, "True"), cond(condA, "True")},
-			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "Not True: BReady, CReady.", 1},
+			metav1.ConditionFalse, pipeline.ReasonNotAllReady, "BReady: not evaluated yet; CReady: not evaluated yet.", 1},
 		{"unrelated conditions do not count", []metav1.Condition{cond(condA, "True"), cond(condB, "True"), cond(condC, "True"), cond("Other", "False")},
 			metav1.ConditionTrue, pipeline.ReasonAllReady, "All sub-conditions are True.", 3},
 	} {
@@ -648,7 +648,7 @@ func TestFailedPassIsNeverReady(t *testing.T) {
 				if c.Message != tc.wantMessage || c.ObservedGeneration != 3 {
 					t.Errorf("AReady message %q at generation %d, want %q at 3", c.Message, c.ObservedGeneration, tc.wantMessage)
 				}
-				if c := wantCondition(t, stored, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady); c.Message != "Not True: AReady." {
+				if c := wantCondition(t, stored, ready, metav1.ConditionFalse, pipeline.ReasonNotAllReady); c.Message != "AReady: "+tc.wantReason+"." {
 					t.Errorf("Ready message %q", c.Message)
 				}
 			}

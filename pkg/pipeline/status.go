@@ -21,8 +21,7 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 			SetCondition(obj, p.Aggregate, metav1.ConditionTrue, ReasonAllReady,
 				"All sub-conditions are True.")
 		} else {
-			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady,
-				"Not True: "+strings.Join(notTrue, ", ")+".")
+			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady, p.whyNot(obj, notTrue))
 		}
 	}
 	obj.SetObservedGeneration(obj.GetGeneration())
@@ -40,6 +39,28 @@ func keepTransitionTimes(obj, base Object) {
 		}
 	}
 	obj.SetConditions(conds)
+}
+
+// whyNot says why the aggregate is not True: each of the sub-conditions
+// notTrue, in their order, with its reason and what Detail adds, so that
+// the aggregate's message alone (kubectl get -o wide) tells what to look at.
+func (p *Pipeline[T, S]) whyNot(obj T, notTrue []string) string {
+	parts := make([]string, len(notTrue))
+	for i, typ := range notTrue {
+		c := meta.FindStatusCondition(obj.GetConditions(), typ)
+		switch {
+		case c == nil:
+			parts[i] = typ + ": not evaluated yet"
+		default:
+			parts[i] = typ + ": " + c.Reason
+			if p.Detail != nil {
+				if d := p.Detail(obj, *c); d != "" {
+					parts[i] += " (" + d + ")"
+				}
+			}
+		}
+	}
+	return strings.Join(parts, "; ") + "."
 }
 
 // notTrue are the SubConditions obj does not have True, in their order.

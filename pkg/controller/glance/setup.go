@@ -64,7 +64,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
-			Metrics: r.Metrics.Reconcile, Status: r.Client.Status(), StepFailed: stepFailed,
+			Metrics: r.Metrics.Reconcile, Status: r.Client.Status(), StepFailed: stepFailed, Detail: readyDetail,
 		}
 	}
 	r.pipeline, r.unresolved, r.refused = stages(Steps), stages(unresolvedSteps), stages(refusedSteps)

@@ -3,6 +3,8 @@ package glance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -52,6 +54,20 @@ var refusedSteps = []pipeline.Stage[*v1alpha1.Glance, *pass]{
 // once per cause: the pipeline calls it only when that reason is new.
 func stepFailed(ctx context.Context, g *v1alpha1.Glance, p *pass, s step, reason, message string) {
 	announce(ctx, p, g, nil, corev1.EventTypeWarning, reason, s.Name, "%s", message)
+}
+
+// readyDetail adds to Ready's entry for DatabaseReady the attempt of a
+// schema Job that fails, and when it runs again.
+func readyDetail(g *v1alpha1.Glance, c metav1.Condition) string {
+	r := g.Status.SchemaJobRetry
+	if c.Type != v1alpha1.ConditionDatabaseReady || r == nil {
+		return ""
+	}
+	switch c.Reason {
+	case v1alpha1.ReasonDBSyncFailed, v1alpha1.ReasonExpandFailed, v1alpha1.ReasonMigrateFailed, v1alpha1.ReasonContractFailed:
+		return fmt.Sprintf("attempt %d, next at %s", r.Failures, r.NextAttemptTime.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("attempt %d", r.Failures+1)
 }
 
 // terminalFailure ends a step on what only a spec change can fix (and that

@@ -166,7 +166,7 @@ func TestPrinterColumns(t *testing.T) {
 		"upgradePhase":     "Migrating",
 		"endpoint":         "http://printed.crd-validation.svc.cluster.local:9292/",
 		"conditions": []any{map[string]any{
-			"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "waiting",
+			"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "DatabaseReady: DBSyncFailed (attempt 3, next at 2026-01-01T00:04:00Z).",
 			"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(1),
 		}},
 	}
@@ -185,6 +185,16 @@ func TestPrinterColumns(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl get gl lacks %q:\n%s", want, out)
 		}
+	}
+
+	// -o wide adds why the Glance is not Ready.
+	out = kubectl(t, "get", "gl", "printed", "-n", namespace, "-o", "wide")
+	header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if !slices.Equal(header, []string{"NAME", "READY", "RELEASE", "PHASE", "ENDPOINT", "AGE", "MESSAGE"}) {
+		t.Errorf("kubectl get gl -o wide header %v", header)
+	}
+	if !strings.Contains(out, "DatabaseReady: DBSyncFailed (attempt 3, next at 2026-01-01T00:04:00Z).") {
+		t.Errorf("kubectl get gl -o wide lacks Ready's message:\n%s", out)
 	}
 
 	b := backend("printed", set("spec.isDefault", "true"))

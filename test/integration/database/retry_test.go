@@ -82,6 +82,11 @@ func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 		t.Errorf("DBSyncFailed message %q does not give the attempt and the Job controller's reason", c.Message)
 	}
 	r := s.retryState(1)
+	// Ready says why, in pipeline order, with the attempt.
+	ready := s.ConditionSaying(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady, "DatabaseReady: DBSyncFailed (attempt 1, next at ")
+	if !strings.HasPrefix(ready.Message, "DatabaseReady: ") {
+		t.Errorf("Ready message %q does not start with the first sub-condition that is not True", ready.Message)
+	}
 	if r.Job != "db-sync" || r.LastFailedJob != first.UID {
 		t.Errorf("schemaJobRetry %+v", r)
 	}
