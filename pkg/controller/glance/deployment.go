@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -51,6 +52,10 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 					// Under an HPA the replica count is the autoscaler's.
 					desired.Spec.Replicas = d.Spec.Replicas
 				}
+				// Pod template annotations others set stay: dropping
+				// kubectl rollout restart's restartedAt would roll the
+				// pods again on an unrelated write (a replica count).
+				desired.Spec.Template.Annotations = merged(foreignAnnotations(d.Spec.Template.Annotations), desired.Spec.Template.Annotations)
 			})
 		},
 		func() error {
@@ -226,6 +231,19 @@ func applySpec[S any](ctx context.Context, p *pass, g *v1alpha1.Glance, desired 
 		}
 		*have = *want
 	})
+}
+
+// foreignAnnotations are those of annotations the operator never renders:
+// its own are in its API group's domains.
+func foreignAnnotations(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		domain, _, _ := strings.Cut(k, "/")
+		if domain != "glance.openstack.c5c3.io" && domain != "glance.c5c3.io" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func subset(want, have map[string]string) bool {
