@@ -31,11 +31,16 @@ const (
 )
 
 // EventReasons are the reasons of every event the operator emits: the
-// constants above, the condition reason of a failed db-purge run, and those
-// of a refused upgrade. The README's Operations section lists them.
+// constants above, the condition reason of a failed db-purge run, those of
+// a refused upgrade and of a failed schema Job run, and the failure
+// reasons of the Glance pipeline's steps. The README's Operations section lists them.
 var EventReasons = []string{
 	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
 	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted,
 	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
 	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
+	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed,
+	ReasonConfigError, ReasonBackendsProjectionFailed, ReasonWaitingForDatabase, ReasonWaitingForDeployment,
+	ReasonHTTPRouteNotAccepted, ReasonHealthCheckFailed, ReasonHPAFailed, ReasonNetworkPolicyFailed,
+	ReasonDBPurgeCronJobFailed,
 }

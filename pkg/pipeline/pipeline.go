@@ -124,9 +124,10 @@ type Pipeline[T Object, S any] struct {
 	// in the aggregate's message, such as the attempt of a retried Job.
 	Detail func(obj T, c metav1.Condition) string
 	// StepFailed, when set, hears each step error that gives the step's
-	// condition a reason it did not have when the step started, with that
-	// reason and message: the reconciler announces it, once per cause
-	// rather than once per retry.
+	// condition its FailureReason, when the condition did not have that
+	// reason as the step started, with the reason and message: the
+	// reconciler announces it, once per cause rather than once per retry.
+	// A step that sets a False of its own reports it itself.
 	StepFailed func(ctx context.Context, obj T, state S, step Step[T, S], reason, message string)
 }
 
@@ -244,10 +245,10 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 	}
 	prior := markUnset(obj, step.Condition)
 	defer func() {
-		settle(obj, step, prior, err)
-		c := meta.FindStatusCondition(obj.GetConditions(), step.Condition)
-		if err != nil && p.StepFailed != nil && c != nil && c.Status == metav1.ConditionFalse && c.Reason != prevReason {
-			p.StepFailed(ctx, obj, state, step, c.Reason, c.Message)
+		if settle(obj, step, prior, err) && p.StepFailed != nil {
+			if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c.Reason != prevReason {
+				p.StepFailed(ctx, obj, state, step, c.Reason, c.Message)
+			}
 		}
 	}()
 	return step.Run(ctx, obj, state)
@@ -275,7 +276,8 @@ func markUnset(obj Object, typ string) int64 {
 // settle ends a step's run on its condition: a failed step's condition is
 // False with the step's FailureReason, unless the step set a False of its
 // own; a condition the step did not set gets its observedGeneration back.
-func settle[T Object, S any](obj T, step Step[T, S], prior int64, err error) {
+// failed says whether it gave the condition the FailureReason.
+func settle[T Object, S any](obj T, step Step[T, S], prior int64, err error) (failed bool) {
 	conds := obj.GetConditions()
 	c := meta.FindStatusCondition(conds, step.Condition)
 	unset := c == nil || c.ObservedGeneration == unsetGeneration
@@ -289,7 +291,9 @@ func settle[T Object, S any](obj T, step Step[T, S], prior int64, err error) {
 			reason = ReasonStepFailed
 		}
 		SetCondition(obj, step.Condition, metav1.ConditionFalse, reason, conditionMessage(err))
+		return true
 	}
+	return false
 }
 
 // maxConditionMessage is the API's bound on a condition message.

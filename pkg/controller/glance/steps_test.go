@@ -1,6 +1,7 @@
 package glance
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -53,6 +54,18 @@ func TestStepsMapToTheirConditions(t *testing.T) {
 		for _, st := range s.Steps() {
 			if st.Condition != v1alpha1.ConditionSecretsReady {
 				t.Errorf("target resolution reports %s, want SecretsReady", st.Condition)
+			}
+		}
+	}
+}
+
+// TestStepFailureReasonsAreEventReasons: a step error is announced under its
+// FailureReason, so each is a documented event reason.
+func TestStepFailureReasonsAreEventReasons(t *testing.T) {
+	for _, stage := range Steps {
+		for _, s := range stage.Steps() {
+			if !slices.Contains(v1alpha1.EventReasons, s.FailureReason) {
+				t.Errorf("step %s fails with %q, which v1alpha1.EventReasons does not list", s.Name, s.FailureReason)
 			}
 		}
 	}
