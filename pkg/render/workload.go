@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -51,6 +52,19 @@ const (
 	// LabelUpgrade labels a phase Job with the upgrade it runs for.
 	LabelUpgrade = "glance.openstack.c5c3.io/upgrade"
 )
+
+// IsOperatorAnnotation reports whether key is in one of the domains of the
+// annotations the operator renders: the API group's and the published
+// digests'. Others' annotations on a child are theirs to keep.
+func IsOperatorAnnotation(key string) bool {
+	domain, _, _ := strings.Cut(key, "/")
+	for _, own := range []string{AnnotationPodTemplateHash, AnnotationAuthtokenHash} {
+		if d, _, _ := strings.Cut(own, "/"); d == domain {
+			return true
+		}
+	}
+	return false
+}
 
 // UpgradeKey is the LabelUpgrade value of the upgrade from installed to
 // target, such as "2025.2-to-2026.1".

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -233,13 +232,11 @@ func applySpec[S any](ctx context.Context, p *pass, g *v1alpha1.Glance, desired 
 	})
 }
 
-// foreignAnnotations are those of annotations the operator never renders:
-// its own are in its API group's domains.
+// foreignAnnotations are those of annotations the operator never renders.
 func foreignAnnotations(annotations map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range annotations {
-		domain, _, _ := strings.Cut(k, "/")
-		if domain != "glance.openstack.c5c3.io" && domain != "glance.c5c3.io" {
+		if !render.IsOperatorAnnotation(k) {
 			out[k] = v
 		}
 	}

@@ -266,13 +266,20 @@ func TestRestartResumesWithoutDuplicateJobs(t *testing.T) {
 	}
 }
 
-func TestFailedSyncRerunsAfterSpecChange(t *testing.T) {
-	t.Parallel()
-	s := newScene(t)
+// failedSync creates a managed Glance whose first db-sync fails, and returns
+// that Job.
+func (s *scene) failedSync() *batchv1.Job {
+	s.t.Helper()
 	s.ready(false)
 	s.Glance()
 	s.provision()
-	failed := s.FinishJob("glance-db-sync", false)
+	return s.FinishJob("glance-db-sync", false)
+}
+
+func TestFailedSyncRerunsAfterSpecChange(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	failed := s.failedSync()
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed)
 	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Image.Tag = "2025.2-20250902" })
 	s.Eventually("a new db-sync Job", func() bool {

@@ -56,7 +56,8 @@ func (s *scene) refuse(group, resource, expression, message string) {
 	time.Sleep(2 * time.Second)
 }
 
-// warningsOf lists the notes of the Warning events of reason on the Glance.
+// warningsOf lists the notes of the Warning events of reason on the Glance,
+// one for each time it was emitted (a series repeats its note).
 func (s *scene) warningsOf(reason string) []string {
 	s.t.Helper()
 	var list eventsv1.EventList
@@ -67,6 +68,11 @@ func (s *scene) warningsOf(reason string) []string {
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "Glance" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
 			notes = append(notes, e.Note)
+			if e.Series != nil {
+				for range e.Series.Count - 1 {
+					notes = append(notes, e.Note)
+				}
+			}
 		}
 	}
 	return notes

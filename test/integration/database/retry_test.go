@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,26 +45,6 @@ func (s *scene) retryState(failures int32) *v1alpha1.SchemaJobRetry {
 	return r
 }
 
-// warnings counts the Warning events of reason on the Glance, series
-// included.
-func (s *scene) warnings(reason string) int {
-	s.t.Helper()
-	var list eventsv1.EventList
-	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
-		s.t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Glance" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			n++
-			if e.Series != nil && e.Series.Count > 1 {
-				n += int(e.Series.Count) - 1
-			}
-		}
-	}
-	return n
-}
-
 // TestFailedSyncRetriesWithBackoff: a failed db-sync runs again on its own,
 // after 1, then 2 minutes, with the attempt in the condition and one
 // Warning per failed run; new database credentials retry it at once; its
@@ -73,10 +52,7 @@ func (s *scene) warnings(reason string) int {
 func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.ready(false)
-	s.Glance()
-	s.provision()
-	first := s.FinishJob("glance-db-sync", false)
+	first := s.failedSync()
 	c := s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed, "attempt 2 at ")
 	if !strings.Contains(c.Message, "(attempt 1: BackoffLimitExceeded)") {
 		t.Errorf("DBSyncFailed message %q does not give the attempt and the Job controller's reason", c.Message)
@@ -104,7 +80,7 @@ func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 		t.Errorf("the second retry is due in %v, want about %v", wait, database.Backoff(2))
 	}
 	s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed, "(attempt 2: BackoffLimitExceeded)")
-	if n := s.warnings(v1alpha1.ReasonDBSyncFailed); n != 2 {
+	if n := len(s.warningsOf(v1alpha1.ReasonDBSyncFailed)); n != 2 {
 		t.Errorf("%d DBSyncFailed Warnings after two failed runs, want one each", n)
 	}
 
@@ -124,7 +100,7 @@ func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 	s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 	s.Eventually("schemaJobRetry cleared", func() bool { return s.ReadGlance().Status.SchemaJobRetry == nil }, nil)
-	if n := s.warnings(v1alpha1.ReasonDBSyncFailed); n != 2 {
+	if n := len(s.warningsOf(v1alpha1.ReasonDBSyncFailed)); n != 2 {
 		t.Errorf("%d DBSyncFailed Warnings, want 2", n)
 	}
 }

@@ -365,17 +365,73 @@ func (s *glanceScene) setGateway() {
 // deleteGlance deletes the Glance and waits until it has left etcd.
 func (s *glanceScene) deleteGlance() {
 	s.t.Helper()
+	s.requestDeletion()
+	s.glanceGone(time.Minute)
+}
+
+// requestDeletion deletes the Glance and returns it as it is then.
+func (s *glanceScene) requestDeletion() *v1alpha1.Glance {
+	s.t.Helper()
 	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
 	if err := mgmtClient.Delete(s.t.Context(), g); err != nil {
 		s.t.Fatal(err)
 	}
+	return g
+}
+
+// glanceGone waits until the Glance has left etcd.
+func (s *glanceScene) glanceGone(within time.Duration) {
+	s.t.Helper()
+	g := &v1alpha1.Glance{}
 	operatortest.Eventually(s.t, "the Glance gone", func() error {
-		err := mgmtClient.Get(s.t.Context(), client.ObjectKeyFromObject(g), g)
+		err := mgmtClient.Get(s.t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, g)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
+	}, operatortest.Within(within))
+}
+
+// nothingLeftOnTarget checks that no child of the Glance and no MariaDB
+// object is left on the target.
+func (s *glanceScene) nothingLeftOnTarget() {
+	s.t.Helper()
+	for _, k := range childKinds {
+		if n := count(s.t, s.remote.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
+			s.t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
+		}
+	}
+	for _, kind := range []string{"Database", "User", "Grant"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(render.MariaDBGVK.GroupVersion().WithKind(kind + "List"))
+		if n := count(s.t, s.remote.client, list, client.InNamespace(s.NS)); n != 0 {
+			s.t.Errorf("%d %s left on the target", n, kind)
+		}
+	}
+}
+
+// startOwnTarget starts a target cluster of the test's own, stopped when
+// the test ends.
+func startOwnTarget(t *testing.T, crds controlplane.CRDs) *targetServer {
+	t.Helper()
+	own, err := startTargetServer(crds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := own.stop(); err != nil {
+			t.Errorf("stop the test's own target: %v", err)
+		}
 	})
+	return own
+}
+
+// rolledOut brings the Glance up to a rolled-out Deployment on the target.
+func (s *glanceScene) rolledOut() {
+	s.t.Helper()
+	s.running()
+	s.RollOut()
+	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
 }
 
 // backendCondition waits for a condition of the backend primary.
@@ -388,18 +444,7 @@ func TestGlanceDeleteWithTargetPresent(t *testing.T) {
 	s := newGlanceScene(t)
 	s.running()
 	s.deleteGlance()
-	for _, k := range childKinds {
-		if n := count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
-			t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
-		}
-	}
-	for _, kind := range []string{"Database", "User", "Grant"} {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(render.MariaDBGVK.GroupVersion().WithKind(kind + "List"))
-		if n := count(t, target.client, list, client.InNamespace(s.NS)); n != 0 {
-			t.Errorf("%d %s left on the target", n, kind)
-		}
-	}
+	s.nothingLeftOnTarget()
 	// The user's Secrets are not the Glance's.
 	if err := target.client.Get(t.Context(), client.ObjectKey{Namespace: s.NS, Name: "glance-db"}, &corev1.Secret{}); err != nil {
 		t.Errorf("the user's Secret glance-db: %v", err)
@@ -447,19 +492,9 @@ func TestGlanceAbandon(t *testing.T) {
 // again the deletion finishes with everything on the target cleaned up.
 // Only a deregistered target is abandoned (TestGlanceAbandon).
 func TestGlanceDeleteDuringTargetOutage(t *testing.T) {
-	own, err := startTargetServer(controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := own.stop(); err != nil {
-			t.Errorf("stop the target: %v", err)
-		}
-	})
+	own := startOwnTarget(t, controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
 	s := newGlanceSceneOn(t, own)
-	s.running()
-	s.RollOut()
-	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	s.rolledOut()
 
 	if err := own.stopAPIServer(); err != nil {
 		t.Fatal(err)
@@ -472,10 +507,7 @@ func TestGlanceDeleteDuringTargetOutage(t *testing.T) {
 			}
 		}
 	})
-	g := &v1alpha1.Glance{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance"}}
-	if err := mgmtClient.Delete(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
+	g := s.requestDeletion()
 	c := s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, time.Minute)
 	if !strings.Contains(c.Message, "the deletion waits") || !strings.Contains(c.Message, "not reachable") {
 		t.Errorf("TargetClusterUnavailable message %q does not say the deletion waits for the unreachable target", c.Message)
@@ -494,25 +526,8 @@ func TestGlanceDeleteDuringTargetOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	down = false
-	operatortest.Eventually(t, "the Glance gone after the outage", func() error {
-		err := mgmtClient.Get(t.Context(), client.ObjectKeyFromObject(g), g)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v), finalizers %v", err, g.Finalizers)
-	}, operatortest.Within(time.Minute))
-	for _, k := range childKinds {
-		if n := count(t, own.client, k.list(), client.InNamespace(s.NS), s.ownerLabels()); n != 0 {
-			t.Errorf("%d %s of the deleted Glance left on the target", n, k.kind)
-		}
-	}
-	for _, kind := range []string{"Database", "User", "Grant"} {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(render.MariaDBGVK.GroupVersion().WithKind(kind + "List"))
-		if n := count(t, own.client, list, client.InNamespace(s.NS)); n != 0 {
-			t.Errorf("%d %s left on the target", n, kind)
-		}
-	}
+	s.glanceGone(time.Minute)
+	s.nothingLeftOnTarget()
 	if e := s.findEvent("RemoteChildrenAbandoned"); e != nil {
 		t.Errorf("children abandoned after a transient outage: %q", e.Note)
 	}
@@ -542,9 +557,7 @@ func TestGlanceGatewayAPIOnTheTargetOnly(t *testing.T) {
 		t.Fatal("the management API server serves the Gateway API; this story needs it absent there")
 	}
 	s := newGlanceScene(t)
-	s.running()
-	s.RollOut()
-	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	s.rolledOut()
 	s.setGateway()
 	// No Gateway controller runs on the target: the route waits for
 	// acceptance, which says the Gateway API was found there.
@@ -594,19 +607,9 @@ func TestGlanceRefusedKubeconfig(t *testing.T) {
 // fails (its APIService names no running server), the Glance cannot tell
 // and says so, instead of taking the failure for an absent API.
 func TestGlanceCapabilityProbeFailed(t *testing.T) {
-	bare, err := startTargetServer(controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := bare.stop(); err != nil {
-			t.Errorf("stop the target without the Gateway API: %v", err)
-		}
-	})
+	bare := startOwnTarget(t, controlplane.CRDs{MariaDB: true, ExternalSecrets: true})
 	s := newGlanceSceneOn(t, bare)
-	s.running()
-	s.RollOut()
-	s.condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady, 30*time.Second)
+	s.rolledOut()
 	s.setGateway()
 	s.condition(v1alpha1.ConditionHTTPRouteReady, metav1.ConditionFalse, v1alpha1.ReasonGatewayAPINotInstalled, 30*time.Second)
 
