@@ -30,7 +30,7 @@ type Suite struct {
 
 // Run runs m and returns its exit code.
 func (s Suite) Run(m *testing.M) int {
-	// The other real-node suite of `go test ./...` may hold the machine:
+	// Another real node (make cluster NODE=real) may hold the machine:
 	// waiting for it counts here.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()

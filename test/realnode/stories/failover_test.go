@@ -14,8 +14,8 @@ import (
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
-// failover: the leading manager pod is deleted; the other manager takes
-// over and reconciles a spec change (three replicas), and the Glance pods
+// failover: the leading manager pod is deleted; another pod of the chart
+// takes over and reconciles a spec change (three replicas), and the Glance pods
 // that were running go on without a restart.
 func (s *scene) failover(t *testing.T) {
 	pods := s.podUIDs(t)
@@ -25,8 +25,17 @@ func (s *scene) failover(t *testing.T) {
 	if err := env.CS.CoreV1().Pods(realnode.OperatorNamespace).Delete(t.Context(), leaderPod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The deleted leader releases the lease on SIGTERM; the standby or
+	// the ReplicaSet's replacement, whichever asks first, takes it.
 	next := env.LeaseHolder(t, leader)
 	t.Logf("failover: %s deleted, %s leads %s later", leaderPod, next, time.Since(start).Round(100*time.Millisecond))
+	nextPod, _, _ := strings.Cut(next, "_")
+	if nextPod == leaderPod {
+		t.Errorf("after deleting %s it still holds the lease (%q)", leaderPod, next)
+	}
+	if _, err := env.CS.CoreV1().Pods(realnode.OperatorNamespace).Get(t.Context(), nextPod, metav1.GetOptions{}); err != nil {
+		t.Errorf("the lease went to %q, not a pod of the chart: %v", next, err)
+	}
 
 	g := s.waitReady(t, 0)
 	patch := client.MergeFrom(g.DeepCopy())

@@ -3,6 +3,7 @@ package stories
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,9 +78,11 @@ func (s *scene) imageCache(t *testing.T) {
 
 	// Past the emptyDir's bound, the kubelet evicts the pod: downloads of
 	// an image larger than the bound refill the cache faster than the
-	// sidecar, which looks every 30s, prunes it.
+	// sidecar, which looks every 30s, prunes it. They go to the pod's own
+	// address, not the Service: a download whose client pod starts late
+	// must not fill the replacement's cache too.
 	huge := s.uploadFromPodSized(t, "huge-upload", hugeImageSize)
-	evicted := s.downloadUntilEvicted(t, huge, pod.Name)
+	evicted := s.downloadUntilEvicted(t, huge, pod)
 	t.Logf("kubelet: %s", evicted.Status.Message)
 	if err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return len(s.events(t, v1alpha1.EventImageCacheEvicted)) > 0, nil
@@ -116,16 +119,19 @@ func (s *scene) downloadFromPod(t *testing.T, name string, img roundTrip) roundT
 	return s.clientPod(t, name, "-api", s.APIURL(), "-image", img.ID, "-sha256", img.SHA256)
 }
 
-// tryDownloadFromPod downloads an image from a pod, which may fail.
-func (s *scene) tryDownloadFromPod(t *testing.T, name string, img roundTrip) (corev1.PodPhase, string) {
+// tryDownloadFromPod downloads an image from a pod through api, which may
+// fail.
+func (s *scene) tryDownloadFromPod(t *testing.T, name, api string, img roundTrip) (corev1.PodPhase, string) {
 	t.Helper()
-	return env.RunPod(t, s.Namespace, s.client(name, "-api", s.APIURL(), "-image", img.ID, "-sha256", img.SHA256))
+	return env.RunPod(t, s.Namespace, s.client(name, "-api", api, "-image", img.ID, "-sha256", img.SHA256))
 }
 
-// downloadUntilEvicted downloads img from pods, one after another, until
-// the kubelet has evicted the Glance pod name.
-func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, name string) *corev1.Pod {
+// downloadUntilEvicted downloads img from pods, one after another, from
+// the Glance pod glance itself until the kubelet has evicted it.
+func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, glance corev1.Pod) *corev1.Pod {
 	t.Helper()
+	name := glance.Name
+	api := "http://" + net.JoinHostPort(glance.Status.PodIP, strconv.Itoa(v1alpha1.APIPort))
 	var pod *corev1.Pod
 	deadline := time.Now().Add(3 * time.Minute)
 	for i := 0; ; i++ {
@@ -140,7 +146,7 @@ func (s *scene) downloadUntilEvicted(t *testing.T, img roundTrip, name string) *
 			t.Fatalf("pod %s not evicted after %d downloads of %d bytes (phase %s, reason %q)%s", name, i, hugeImageSize,
 				pod.Status.Phase, pod.Status.Reason, env.PodEvents(context.Background(), s.Namespace, name))
 		}
-		_, _ = s.tryDownloadFromPod(t, "huge-download-"+strconv.Itoa(i), img)
+		_, _ = s.tryDownloadFromPod(t, "huge-download-"+strconv.Itoa(i), api, img)
 	}
 }
 

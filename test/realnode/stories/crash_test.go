@@ -1,44 +1,16 @@
-package realnode
+package stories
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
-
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
-
-// env is the suite's cluster and the images it pushed.
-var env *Env
-
-var keep = flag.Bool("realnode.keep", false, "leave the cluster's directory (logs, kubeconfigs) behind after the suite")
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	ctrllog.SetLogger(logr.Discard())
-	os.Exit(Suite{
-		Prefix: "glrn-",
-		Keep:   *keep,
-		SetUp: func(_ context.Context, e *Env) (func() error, error) {
-			env = e
-			return func() error { return nil }, nil
-		},
-		AfterStop: func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-			defer cancel()
-			return crashedRunCleansUp(ctx)
-		},
-	}.Run(m))
-}
 
 // crashedRunCleansUp starts a real-node cluster with `localcluster`, kills
 // it with SIGKILL once the node is up (its containers and containerd's

@@ -1,4 +1,4 @@
-package realnode
+package stories
 
 import (
 	"strings"
@@ -15,6 +15,7 @@ import (
 // containerd, and a pod runs the image the suite pushed, pulled by digest
 // from the loopback registry, under the restricted security context.
 func TestNodeRunsPodsPulledByDigest(t *testing.T) {
+	t.Parallel()
 	t.Logf("cluster start (control plane, containerd, kubelet to Ready, kube-proxy, CoreDNS available): %s", env.Startup.Round(100*time.Millisecond))
 	node, err := env.CS.CoreV1().Nodes().Get(t.Context(), controlplane.NodeName, metav1.GetOptions{})
 	if err != nil {

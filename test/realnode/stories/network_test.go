@@ -1,4 +1,4 @@
-package realnode
+package stories
 
 import (
 	"net/netip"
@@ -16,6 +16,7 @@ import (
 // from the node's own network, and CoreDNS resolves Services by name and
 // answers nothing outside the cluster domain.
 func TestServicesAndClusterDNS(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	ip := env.WebServer(t, ns, "web")
 
@@ -58,6 +59,7 @@ func TestServicesAndClusterDNS(t *testing.T) {
 // addresses dialled and routes its replies back, so a guard that failed
 // would show as a connection, never as traffic off the machine.
 func TestNetworkGuard(t *testing.T) {
+	t.Parallel()
 	host, err := testhost.New("glguard", netip.MustParsePrefix("10.244.252.0/30"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
-package realnode
+package stories
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,29 +10,20 @@ import (
 
 	"github.com/c5c3/glance-operator/pkg/release"
 	"github.com/c5c3/glance-operator/pkg/render"
-	"github.com/c5c3/glance-operator/test/debianroot"
+	"github.com/c5c3/glance-operator/test/realnode"
 )
 
 // TestGlanceImageRuns: the Glance images built from Debian's packages, one
-// per launch mode, are pulled by digest and start their launch mode's
-// programs on the node as the glance user, under the restricted security
-// context the operator renders (non-root 42424, read-only root filesystem,
+// per launch mode, are pulled from the loopback registry and start their
+// launch mode's programs on the node as the glance user, under the
+// restricted security context the operator renders (non-root 42424, read-only root filesystem,
 // no capabilities); the eventlet image has no uWSGI.
 func TestGlanceImageRuns(t *testing.T) {
+	t.Parallel()
+	// setUp pushed them: one image per launch mode, tagged by release.
 	refs := map[release.LaunchMode]string{}
-	for mode, tag := range map[release.LaunchMode]string{release.Eventlet: "2025.2", release.UWSGI: "2026.1"} {
-		start := time.Now()
-		archive := filepath.Join(env.ImageDir(), "glance-"+string(mode)+".oci.tar")
-		if _, err := debianroot.WriteGlanceImage(debianroot.Glance, mode, archive, "openstack/glance:"+tag); err != nil {
-			t.Fatal(err)
-		}
-		built := time.Since(start)
-		ref, err := env.Cluster.Registry.Push(t.Context(), archive, "openstack/glance", tag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs[mode] = ref
-		t.Logf("Glance image %s (%s): built in %s, pushed in %s", ref, mode, built.Round(100*time.Millisecond), (time.Since(start) - built).Round(100*time.Millisecond))
+	for _, tag := range glanceReleases {
+		refs[release.LaunchModeOf(tag)] = sceneImages.GlanceRepository + ":" + tag
 	}
 
 	ns := env.Namespace(t)
@@ -63,7 +53,7 @@ func TestGlanceImageRuns(t *testing.T) {
 					Name:            "glance",
 					Image:           refs[tc.mode],
 					Command:         tc.command,
-					SecurityContext: Restricted(),
+					SecurityContext: realnode.Restricted(),
 				}},
 			}
 			phase, log := env.RunPod(t, ns, pod)
