@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,13 +29,24 @@ type Suite struct {
 	AfterStop func() error
 }
 
-// Run runs m and returns its exit code.
+// Run runs m and returns its exit code; the test binary's flags must be
+// parsed.
 func (s Suite) Run(m *testing.M) int {
 	// Another real node (make cluster NODE=real) may hold the machine:
 	// waiting for it counts here.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	fail := func(err ...any) int { fmt.Fprintln(os.Stderr, append([]any{"FAIL:"}, err...)...); return 1 }
+	// Tests on a real node wait on pods most of the time: the parallel
+	// ones all run at once, not GOMAXPROCS (two here) at a time, unless
+	// -parallel says otherwise.
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		if err := flag.Set("test.parallel", "16"); err != nil {
+			return fail(err)
+		}
+	}
 	unlock, err := controlplane.LockSuite(ctx)
 	if err != nil {
 		return fail(err)

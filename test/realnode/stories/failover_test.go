@@ -15,8 +15,8 @@ import (
 )
 
 // failover: the leading manager pod is deleted; another pod of the chart
-// takes over and reconciles a spec change (three replicas), and the Glance pods
-// that were running go on without a restart.
+// takes over and reconciles a spec change (three replicas), and the Glance
+// pods that were running go on without a restart.
 func (s *scene) failover(t *testing.T) {
 	pods := s.podUIDs(t)
 	leader := env.LeaseHolder(t, "")

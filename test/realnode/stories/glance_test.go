@@ -16,8 +16,9 @@ import (
 // TestGlanceImageRuns: the Glance images built from Debian's packages, one
 // per launch mode, are pulled from the loopback registry and start their
 // launch mode's programs on the node as the glance user, under the
-// restricted security context the operator renders (non-root 42424, read-only root filesystem,
-// no capabilities); the eventlet image has no uWSGI.
+// restricted security context the operator renders (non-root 42424,
+// read-only root filesystem, no capabilities); the eventlet image has no
+// uWSGI.
 func TestGlanceImageRuns(t *testing.T) {
 	t.Parallel()
 	// setUp pushed them: one image per launch mode, tagged by release.

@@ -48,17 +48,6 @@ var keep = flag.Bool("stories.keep", false, "leave the cluster's directory (logs
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// The scenes and the node's checks wait on pods most of the time:
-	// they all run at once, not GOMAXPROCS (two here) at a time, unless
-	// -parallel says otherwise.
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		if err := flag.Set("test.parallel", "16"); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			os.Exit(1)
-		}
-	}
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(realnode.Suite{
 		Prefix: "glst-",
