@@ -141,7 +141,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// The user's Secrets and ConfigMaps are watched metadata-only in caches
 	// of their own, one per namespace that holds a Glance (the main cache
 	// holds only the operator's children), and read from the API server
-	// when a Glance needs them (a Secret once per resourceVersion).
+	// when a Glance needs them (a Secret only when its resourceVersion
+	// moved, and only what is derived from it is kept).
 	referencesOptions := targetcluster.ReferencesCacheOptions()
 	referencesOptions.Scheme, referencesOptions.Mapper, referencesOptions.HTTPClient = scheme, mgr.GetRESTMapper(), mgr.GetHTTPClient()
 	references := targetcluster.NewReferences(cfg, referencesOptions, o.WatchNamespaces, mgr.GetAPIReader())

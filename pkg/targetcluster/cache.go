@@ -75,8 +75,8 @@ func ClientOptions() client.Options {
 // cache (see References): the user's Secrets and ConfigMaps, watched
 // there because the main cache holds only the operator's children,
 // metadata-only and stripped to their identity; a Secret is read from the
-// API server once per resourceVersion (SecretReader), a ConfigMap when a
-// Glance needs it. Scheme, Mapper and HTTPClient are left to the caller.
+// API server when its resourceVersion moved (SecretReader, which keeps what
+// was derived from it, not its values), a ConfigMap when a Glance needs it. Scheme, Mapper and HTTPClient are left to the caller.
 func ReferencesCacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: StripToIdentity}
 }

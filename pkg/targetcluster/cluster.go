@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,7 +38,8 @@ type Cluster struct {
 	// not hold, and what must not be read stale.
 	Reader client.Reader
 	// References watch the user's Secrets and ConfigMaps of the namespaces
-	// that hold a Glance, and read a Secret once per resourceVersion.
+	// that hold a Glance, and keep what is derived from a Secret (Derive)
+	// while its resourceVersion stays.
 	References *References
 	// Scheme knows the child kinds.
 	Scheme *runtime.Scheme
@@ -50,15 +50,6 @@ type Cluster struct {
 	// on the management cluster, whose Services the operator reaches
 	// directly.
 	ServiceProxy *ServiceProxy
-}
-
-// GetSecret reads a user's Secret through References; a Cluster without
-// them reads it from Reader.
-func (c *Cluster) GetSecret(ctx context.Context, key client.ObjectKey, s *corev1.Secret) error {
-	if c.References == nil {
-		return c.Reader.Get(ctx, key, s)
-	}
-	return c.References.Secrets.Get(ctx, key, s)
 }
 
 // WatchReferences makes sure the user's Secrets and ConfigMaps of

@@ -29,8 +29,8 @@ type References struct {
 	options cache.Options
 	// allowed are the namespaces served; nil serves every namespace.
 	allowed map[string]bool
-	// Secrets reads the user's Secrets, once per resourceVersion, by
-	// these caches' metadata.
+	// Secrets derives from the user's Secrets, again only when these
+	// caches' metadata shows them changed.
 	Secrets *SecretReader
 
 	mu     sync.Mutex

@@ -2,12 +2,15 @@ package targetcluster_test
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -17,11 +20,13 @@ import (
 )
 
 // secretWorld is an API server (server) and a references cache (cache)
-// that may lag behind it, with the server's Secret GETs counted.
+// that may lag behind it, with the server's Secret GETs and the
+// derivations counted.
 type secretWorld struct {
 	server, cache client.Client
-	gets          int
-	reader        *targetcluster.SecretReader
+	gets          atomic.Int32
+	derived       int
+	cluster       *targetcluster.Cluster
 }
 
 func newSecretWorld(t *testing.T, objs ...client.Object) *secretWorld {
@@ -36,20 +41,36 @@ func newSecretWorld(t *testing.T, objs ...client.Object) *secretWorld {
 	counted := interceptor.NewClient(w.server.(client.WithWatch), interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*corev1.Secret); ok {
-				w.gets++
+				w.gets.Add(1)
 			}
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	w.reader = &targetcluster.SecretReader{Metadata: w.cache, Reader: counted}
+	w.cluster = &targetcluster.Cluster{Reader: counted, References: &targetcluster.References{
+		Secrets: &targetcluster.SecretReader{Metadata: w.cache, Reader: counted},
+	}}
 	return w
 }
 
-func (w *secretWorld) read(t *testing.T, name string) (*corev1.Secret, error) {
+// derive derives the length of each named Secret's password, under the
+// inputs, and says whether the derivation ran.
+func (w *secretWorld) derive(t *testing.T, inputs string, names ...string) ([]int, bool, error) {
 	t.Helper()
-	var s corev1.Secret
-	err := w.reader.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, &s)
-	return &s, err
+	keys := make([]client.ObjectKey, len(names))
+	for i, n := range names {
+		keys[i] = client.ObjectKey{Namespace: "ns", Name: n}
+	}
+	return targetcluster.Derive(context.Background(), w.cluster, "consumer", inputs, keys, func(reads []targetcluster.SecretRead) ([]int, error) {
+		w.derived++
+		out := make([]int, len(reads))
+		for i, r := range reads {
+			if r.Err != nil {
+				return nil, r.Err
+			}
+			out[i] = len(r.Secret.Data["password"])
+		}
+		return out, nil
+	})
 }
 
 // update writes the Secret on the server and, when synced, into the cache.
@@ -80,75 +101,97 @@ func (w *secretWorld) update(t *testing.T, name, value string, synced bool) {
 
 func userSecret(name, password string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "uid-1", Labels: map[string]string{"team": "a"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"team": "a"}},
 		Data:       map[string][]byte{"password": []byte(password)},
 	}
 }
 
-func TestSecretReaderReadsOncePerResourceVersion(t *testing.T) {
-	w := newSecretWorld(t, userSecret("db", "one"))
-	for range 3 {
-		s, err := w.read(t, "db")
+func TestDeriveReadsOncePerResourceVersion(t *testing.T) {
+	w := newSecretWorld(t, userSecret("db", "one"), userSecret("su", "three"))
+	for i := range 3 {
+		got, fresh, err := w.derive(t, "in", "db", "su")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(s.Data["password"]) != "one" {
-			t.Fatalf("password %q, want one", s.Data["password"])
+		if !slices.Equal(got, []int{3, 5}) || fresh != (i == 0) {
+			t.Fatalf("pass %d: derived %v, fresh %v; want [3 5], fresh on the first pass only", i, got, fresh)
 		}
 	}
-	if w.gets != 1 {
-		t.Fatalf("%d GETs for three reads of an unchanged Secret, want 1", w.gets)
+	if w.gets.Load() != 2 || w.derived != 1 {
+		t.Fatalf("%d GETs and %d derivations for three asks of two unchanged Secrets, want 2 and 1", w.gets.Load(), w.derived)
 	}
 }
 
-func TestSecretReaderRereadsAChangedSecret(t *testing.T) {
+func TestDeriveAgainWhenASecretOrTheInputsChange(t *testing.T) {
+	w := newSecretWorld(t, userSecret("db", "one"), userSecret("su", "three"))
+	if _, _, err := w.derive(t, "in", "db", "su"); err != nil {
+		t.Fatal(err)
+	}
+	// The cache has not seen the change: the derivation may still be the
+	// last one, and the watch event that follows wakes the next pass.
+	w.update(t, "su", "seven!", false)
+	if got, fresh, err := w.derive(t, "in", "db", "su"); err != nil || fresh || got[1] != 5 {
+		t.Fatalf("before the cache saw the change: %v, fresh %v, %v; want the kept [3 5]", got, fresh, err)
+	}
+	w.update(t, "su", "seven!", true)
+	if got, fresh, err := w.derive(t, "in", "db", "su"); err != nil || !fresh || got[1] != 6 {
+		t.Fatalf("after the cache saw the change: %v, fresh %v, %v; want [3 6] derived again", got, fresh, err)
+	}
+	if _, fresh, err := w.derive(t, "other inputs", "db", "su"); err != nil || !fresh {
+		t.Fatalf("other inputs: fresh %v, %v; want derived again", fresh, err)
+	}
+	if _, fresh, err := w.derive(t, "other inputs", "db"); err != nil || !fresh {
+		t.Fatalf("other Secrets: fresh %v, %v; want derived again", fresh, err)
+	}
+	w.cluster.Forget("consumer")
+	if _, fresh, err := w.derive(t, "other inputs", "db"); err != nil || !fresh {
+		t.Fatalf("after Forget: fresh %v, %v; want derived again", fresh, err)
+	}
+}
+
+func TestDeriveAsksTheServerForWhatTheCacheLacksOrCannotBeRead(t *testing.T) {
 	w := newSecretWorld(t, userSecret("db", "one"))
-	if _, err := w.read(t, "db"); err != nil {
-		t.Fatal(err)
-	}
-	// The cache has not seen the change: the read may still be the last
-	// one, and the watch event that follows wakes the next pass.
-	w.update(t, "db", "two", false)
-	if s, err := w.read(t, "db"); err != nil || string(s.Data["password"]) != "one" || w.gets != 1 {
-		t.Fatalf("read before the cache saw the change: %q, %v, %d GETs; want the last read, one", s.Data["password"], err, w.gets)
-	}
-	w.update(t, "db", "three", true)
-	s, err := w.read(t, "db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(s.Data["password"]); got != "three" {
-		t.Fatalf("password %q after the cache saw the change, want three", got)
-	}
-}
-
-func TestSecretReaderAsksTheServerForWhatTheCacheLacks(t *testing.T) {
-	w := newSecretWorld(t)
 	for range 2 {
-		if _, err := w.read(t, "missing"); !apierrors.IsNotFound(err) {
-			t.Fatalf("read: %v, want NotFound", err)
+		if _, fresh, err := w.derive(t, "in", "db", "missing"); !apierrors.IsNotFound(err) || !fresh {
+			t.Fatalf("derive: fresh %v, %v; want NotFound, derived", fresh, err)
 		}
 	}
-	if w.gets != 2 {
-		t.Fatalf("%d GETs for two reads of a Secret the cache lacks, want 2", w.gets)
+	if w.gets.Load() != 4 || w.derived != 2 {
+		t.Fatalf("%d GETs and %d derivations for two asks naming a missing Secret, want 4 and 2", w.gets.Load(), w.derived)
 	}
 }
 
-func TestSecretReaderKeepsNoMetadataAndHandsOutCopies(t *testing.T) {
+// What a derivation read is not kept: a second ask of an unchanged Secret
+// hands the kept result out without reading it, and never a Secret.
+func TestDeriveKeepsTheResultNotTheSecret(t *testing.T) {
 	w := newSecretWorld(t, userSecret("db", "one"))
-	first, err := w.read(t, "db")
-	if err != nil {
-		t.Fatal(err)
+	var seen []*corev1.Secret
+	keys := []client.ObjectKey{{Namespace: "ns", Name: "db"}}
+	for range 2 {
+		_, _, err := targetcluster.Derive(context.Background(), w.cluster, "consumer", "", keys, func(reads []targetcluster.SecretRead) (string, error) {
+			seen = append(seen, reads[0].Secret)
+			return "digest", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	first.Data["password"] = []byte("changed by a caller")
-	second, err := w.read(t, "db")
-	if err != nil {
-		t.Fatal(err)
+	if len(seen) != 1 {
+		t.Fatalf("the derivation saw %d Secrets for two asks, want 1", len(seen))
 	}
-	if got := string(second.Data["password"]); got != "one" {
-		t.Fatalf("password %q: a caller's change reached the next read", got)
+}
+
+// A Cluster without references (a target cluster's reader) derives on
+// every ask.
+func TestDeriveWithoutReferencesReadsEachTime(t *testing.T) {
+	w := newSecretWorld(t, userSecret("db", "one"))
+	w.cluster.References = nil
+	for range 2 {
+		if _, fresh, err := w.derive(t, "in", "db"); err != nil || !fresh {
+			t.Fatalf("fresh %v, %v; want derived", fresh, err)
+		}
 	}
-	if len(second.Labels) != 0 {
-		t.Fatalf("labels %v kept for a read Secret", second.Labels)
+	if w.gets.Load() != 2 {
+		t.Fatalf("%d GETs, want 2", w.gets.Load())
 	}
 }

@@ -2,6 +2,7 @@ package glance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/admission"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
 // BackendsConfKey is the key of backends.conf in the backends Secret.
@@ -78,43 +80,83 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionBackendsReady); c != nil {
 		wasSkipped = skippedIn(c.Message)
 	}
-	var rendered []render.Backend
-	var waiting, skipped []string
-	attached := 0
+	var waiting []string
+	var judged []*v1alpha1.GlanceBackend
+	why := map[string]string{}
 	for i := range list.Items {
 		b := &list.Items[i]
 		if !b.DeletionTimestamp.IsZero() {
 			continue
 		}
-		attached++
 		// CredentialsReady, never the aggregate Ready: Ready also needs
 		// ConfigProjected, which only this step can bring about. A backend
 		// not judged yet is awaited; one judged not ready is skipped, with
 		// the reason, so the Glance's events say why it is missing.
 		cred := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionCredentialsReady)
-		var rb render.Backend
-		var why string
 		switch {
 		case cred == nil || cred.Status == metav1.ConditionUnknown:
 			waiting = append(waiting, b.Name)
-			continue
 		case cred.Status == metav1.ConditionFalse:
-			why = "its credentials are not ready: " + cred.Message
+			why[b.Name] = "its credentials are not ready: " + cred.Message
+			judged = append(judged, b)
 		default:
-			var err error
-			if rb, why, err = renderableBackend(ctx, p, b); err != nil {
-				return ctrl.Result{}, err
+			why[b.Name] = renderableSpec(b)
+			judged = append(judged, b)
+		}
+	}
+	var candidates []*v1alpha1.GlanceBackend
+	for _, b := range judged {
+		if why[b.Name] == "" {
+			candidates = append(candidates, b)
+		}
+	}
+
+	// The credentials are read only when a candidate or its Secret changed
+	// since the last derivation, or the backends Secret it named is gone.
+	var d backendsDerivation
+	var data map[string]string
+	var rendered []*v1alpha1.GlanceBackend
+	var defaults []string
+	for attempt := 0; ; attempt++ {
+		if d, data, err = deriveBackends(ctx, g, p, candidates); err != nil {
+			return ctrl.Result{}, err
+		}
+		rendered, defaults = nil, nil
+		for i, b := range candidates {
+			if d.why[i] == "" {
+				rendered = append(rendered, b)
+				if b.Spec.IsDefault {
+					defaults = append(defaults, b.Name)
+				}
 			}
 		}
-		if why != "" {
-			skipped = append(skipped, b.Name)
-			if !slices.Contains(wasSkipped, b.Name) {
-				announce(ctx, p, g, b, corev1.EventTypeWarning, v1alpha1.EventGlanceBackendSkipped, "Project", "backend %q skipped: %s", b.Name, why)
-			}
+		if data != nil || len(defaults) != 1 || attempt > 0 {
+			break
+		}
+		var kept corev1.Secret
+		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: d.secretName}, &kept)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Secret %s: %w", d.secretName, err)
+		}
+		p.cluster.Forget(backendsDerivationID(g))
+	}
+	for i, b := range candidates {
+		why[b.Name] = d.why[i]
+	}
+	var skipped []string
+	for _, b := range judged {
+		if why[b.Name] == "" {
 			continue
 		}
-		rendered = append(rendered, rb)
+		skipped = append(skipped, b.Name)
+		if !slices.Contains(wasSkipped, b.Name) {
+			announce(ctx, p, g, b, corev1.EventTypeWarning, v1alpha1.EventGlanceBackendSkipped, "Project", "backend %q skipped: %s", b.Name, why[b.Name])
+		}
 	}
+	attached := len(waiting) + len(judged)
 
 	// The NetworkPolicy must let the running pods reach every store they can
 	// use: the ones the live backends Secret configures, which stay mounted
@@ -133,12 +175,6 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		}
 	}
 	notes := backendNotes(waiting, skipped)
-	var defaults []string
-	for _, b := range rendered {
-		if b.Spec.IsDefault {
-			defaults = append(defaults, b.Name)
-		}
-	}
 	// Waiting means nothing is attached yet. Backends attached but none of
 	// them rendered is the spec's invalid projection: zero credential-ready
 	// defaults.
@@ -159,19 +195,20 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 
-	conf, err := render.BackendsConf(rendered)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("render backends.conf: %w", err)
-	}
-	data := map[string]string{BackendsConfKey: conf}
-	name := render.BackendsSecretName(g.Name, data)
+	name := d.secretName
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentBackends)},
 		Immutable:  ptr.To(true),
 		StringData: data,
 		Type:       corev1.SecretTypeOpaque,
 	}
-	if err := ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecrets); err != nil {
+	if data == nil {
+		// A kept derivation: the Secret is there, holding what it names.
+		err = pruneHistory(ctx, p, g, &corev1.SecretList{}, componentBackends, append([]string{name}, live.backendsSecrets...))
+	} else {
+		err = ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecrets)
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	p.backends.valid, p.backends.secretName, p.backends.defaultBackend = true, name, defaults[0]
@@ -184,34 +221,97 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
-// renderableBackend reads a backend's credentials and checks what it would
-// render. why says why it must be skipped; it never quotes a credential.
-func renderableBackend(ctx context.Context, p *pass, b *v1alpha1.GlanceBackend) (render.Backend, string, error) {
+// renderableSpec says why a backend's spec cannot be rendered, before its
+// credentials are read; empty when it can.
+func renderableSpec(b *v1alpha1.GlanceBackend) string {
 	if b.Spec.S3 == nil {
-		return render.Backend{}, "it has no s3 block", nil
+		return "it has no s3 block"
 	}
 	if errs := admission.ValidateGlanceBackendSpec(b); len(errs) > 0 {
-		return render.Backend{}, "it breaks admission rules: " + errs.ToAggregate().Error(), nil
+		return "it breaks admission rules: " + errs.ToAggregate().Error()
 	}
-	name := b.Spec.S3.CredentialsSecretRef.Name
-	var s corev1.Secret
-	err := p.cluster.GetSecret(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
-	// A missing or unreadable Secret (refused, timed out) skips this
-	// backend alone: its siblings keep projecting.
-	if apierrors.IsNotFound(err) {
-		return render.Backend{}, fmt.Sprintf("its credentials Secret %q does not exist", name), nil
+	return ""
+}
+
+// backendsDerivation is what the Backends step derives from the candidates'
+// credentials, kept between passes (targetcluster.Derive): no credential,
+// only which candidates render and the name of the Secret they make.
+type backendsDerivation struct {
+	// why is, for each candidate in turn, why its credentials skip it;
+	// empty for one rendered. It never quotes a credential.
+	why []string
+	// secretName is the backends Secret of the rendered candidates; empty
+	// when none renders.
+	secretName string
+}
+
+// backendsDerivationID names the derivation of a Glance's backends.
+func backendsDerivationID(g *v1alpha1.Glance) string {
+	return "glance/" + g.Namespace + "/" + g.Name + "/backends"
+}
+
+// deriveBackends reads the candidates' credentials, unless the derivation
+// kept from an earlier pass still holds, and renders backends.conf. data
+// is the backends Secret's content when this pass read them, nil when the
+// derivation was kept.
+func deriveBackends(ctx context.Context, g *v1alpha1.Glance, p *pass, candidates []*v1alpha1.GlanceBackend) (backendsDerivation, map[string]string, error) {
+	keys := make([]client.ObjectKey, len(candidates))
+	var inputs strings.Builder
+	for i, b := range candidates {
+		keys[i] = client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.S3.CredentialsSecretRef.Name}
+		spec, err := json.Marshal(b.Spec)
+		if err != nil {
+			return backendsDerivation{}, nil, err
+		}
+		fmt.Fprintf(&inputs, "%s\x00%s\x00", b.Name, spec)
 	}
-	if err != nil {
-		return render.Backend{}, fmt.Sprintf("its credentials Secret %q cannot be read: %v", name, err), nil
+	var data map[string]string
+	d, fresh, err := targetcluster.Derive(ctx, p.cluster, backendsDerivationID(g), inputs.String(), keys, func(reads []targetcluster.SecretRead) (backendsDerivation, error) {
+		d := backendsDerivation{why: make([]string, len(candidates))}
+		var rendered []render.Backend
+		for i, b := range candidates {
+			rb, why := withCredentials(b, reads[i])
+			if d.why[i] = why; why == "" {
+				rendered = append(rendered, rb)
+			}
+		}
+		if len(rendered) == 0 {
+			return d, nil
+		}
+		conf, err := render.BackendsConf(rendered)
+		if err != nil {
+			return backendsDerivation{}, fmt.Errorf("render backends.conf: %w", err)
+		}
+		data = map[string]string{BackendsConfKey: conf}
+		d.secretName = render.BackendsSecretName(g.Name, data)
+		return d, nil
+	})
+	if !fresh {
+		data = nil
 	}
-	if missing := S3CredentialsMissing(&s); missing != "" {
-		return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %s", name, missing), nil
+	return d, data, err
+}
+
+// withCredentials is the backend rendered with the credentials read, or
+// why it cannot be: a missing or unreadable Secret (refused, timed out)
+// skips this backend alone, and its siblings keep projecting. why never
+// quotes a credential.
+func withCredentials(b *v1alpha1.GlanceBackend, read targetcluster.SecretRead) (render.Backend, string) {
+	name := read.Key.Name
+	if apierrors.IsNotFound(read.Err) {
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q does not exist", name)
 	}
-	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(s.Data[v1alpha1.S3AccessKeyIDKey]), SecretAccessKey: string(s.Data[v1alpha1.S3SecretAccessKeyKey])}
+	if read.Err != nil {
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q cannot be read: %v", name, read.Err)
+	}
+	if missing := S3CredentialsMissing(read.Secret); missing != "" {
+		return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %s", name, missing)
+	}
+	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(read.Secret.Data[v1alpha1.S3AccessKeyIDKey]), SecretAccessKey: string(read.Secret.Data[v1alpha1.S3SecretAccessKeyKey])}
 	if err := render.CheckBackend(rb); err != nil {
-		return render.Backend{}, err.Error(), nil
+		return render.Backend{}, err.Error()
 	}
-	return rb, "", nil
+	return rb, ""
 }
 
 // The note of backendNotes that lists the skipped backends, which

@@ -177,7 +177,7 @@ func (p *pass) workloadFacts() render.WorkloadFacts {
 	return render.WorkloadFacts{
 		ConfigMapName:      p.configMapName,
 		BackendsSecretName: p.backends.secretName,
-		AuthtokenHash:      p.authtokenHash,
+		AuthtokenHash:      p.credentials.authtokenHash,
 		DBConnectionHash:   p.dbConnectionHash,
 	}
 }

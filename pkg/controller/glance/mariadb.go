@@ -84,7 +84,7 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q is not Ready: %s", ref.Name, msg))
 	}
 
-	objs := render.DatabaseObjects(g, p.dbUsername)
+	objs := render.DatabaseObjects(g, p.credentials.username)
 	ready := make([]bool, len(objs))
 	applies := make([]func() error, len(objs))
 	for i, obj := range objs {

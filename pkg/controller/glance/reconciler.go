@@ -76,9 +76,11 @@ type pass struct {
 	refusal field.ErrorList
 
 	// Secrets.
-	dbUsername, dbPassword string
-	digestKey              []byte
-	authtokenHash          string
+	digestKey   []byte
+	credentials credentials
+	// dsn is the DSN, known to a pass that read the credentials or found
+	// it in the live Secret; never kept beyond the pass.
+	dsn string
 	// DBConnectionSecret.
 	dbConnectionHash string
 	// Backends.

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
 // SecretsPollInterval is how often the ESO secret gate is polled.
@@ -58,38 +60,27 @@ func reconcileSecrets(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Re
 		return waiting(v1alpha1.ReasonSecretStoreNotReady, fmt.Sprintf("%s %q is not Ready: %s", kind, name, msg))
 	}
 
-	db := g.Spec.Database.SecretRef
-	dbKey := cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)
-	su := g.Spec.ServiceUser.SecretRef
-	suKey := cmp.Or(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
-	// Both are read at once: each is a round trip to the API server when
-	// its resourceVersion is new.
-	var dbData, suData map[string]string
-	var dbMsg, suMsg string
-	if err := pipeline.Concurrently(
-		func() (err error) {
-			dbData, dbMsg, err = readSecretKeys(ctx, p, g.Namespace, db.Name, v1alpha1.DefaultDatabaseUsernameKey, dbKey)
-			return err
-		},
-		func() (err error) {
-			suData, suMsg, err = readSecretKeys(ctx, p, g.Namespace, su.Name, suKey)
-			return err
-		},
-	); err != nil {
-		return ctrl.Result{}, err
-	}
-	if dbMsg != "" {
-		return waiting(v1alpha1.ReasonWaitingForDBCredentials, dbMsg)
-	}
-	p.dbUsername = dbData[v1alpha1.DefaultDatabaseUsernameKey]
-	p.dbPassword = dbData[dbKey]
-	if suMsg != "" {
-		return waiting(v1alpha1.ReasonWaitingForServiceUserCredentials, suMsg)
-	}
+	// The digest key comes first: the credentials are derived as keyed
+	// digests under it.
 	if p.digestKey, err = ensureDigestKey(ctx, p, g); err != nil {
 		return ctrl.Result{}, err
 	}
-	p.authtokenHash = keyedDigest(p.digestKey, suData[suKey])
+	if err := deriveCredentials(ctx, g, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	db, su := g.Spec.Database.SecretRef, g.Spec.ServiceUser.SecretRef
+	if msg, err := credentialsMessage(ctx, p, g.Namespace, db.Name, p.credentials.db); err != nil || msg != "" {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return waiting(v1alpha1.ReasonWaitingForDBCredentials, msg)
+	}
+	if msg, err := credentialsMessage(ctx, p, g.Namespace, su.Name, p.credentials.serviceUser); err != nil || msg != "" {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return waiting(v1alpha1.ReasonWaitingForServiceUserCredentials, msg)
+	}
 
 	pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable,
 		fmt.Sprintf("%s %q is Ready; Secrets %q and %q hold their keys", kind, name, db.Name, su.Name))
@@ -147,35 +138,125 @@ func ensureDigestKey(ctx context.Context, p *pass, g *v1alpha1.Glance) ([]byte, 
 	return nil, fmt.Errorf("Secret %s holds no %q key of at least %d bytes; delete it and the operator makes a new key (the pods roll once)", name, DigestKeyKey, digestKeySize)
 }
 
-// readSecretKeys reads a user Secret and returns the wanted keys.
-// When the Secret or a key is missing it returns a message saying so, and
-// whether an ExternalSecret is there to sync it. Values never appear in a
-// message.
-func readSecretKeys(ctx context.Context, p *pass, namespace, name string, keys ...string) (map[string]string, string, error) {
-	var s corev1.Secret
-	err := p.cluster.GetSecret(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
-	if apierrors.IsNotFound(err) {
-		hint, err := externalSecretHint(ctx, p, namespace, name)
-		return nil, fmt.Sprintf("Secret %q not found%s", name, hint), err
-	}
+// credentials is what the Secrets step derives from the database and
+// service-user Secrets, kept between passes (targetcluster.Derive). It holds
+// no secret value: the DSN and the service-user password are there as keyed
+// digests only.
+type credentials struct {
+	db, serviceUser credentialKeys
+	// username is the database user, which the MariaDB User names.
+	username string
+	// dsnError is why no DSN can be built; it quotes no value.
+	dsnError string
+	// dsnHash and authtokenHash are the keyed digests of the DSN and the
+	// service-user password.
+	dsnHash, authtokenHash string
+}
+
+// credentialKeys is what a read found of a credential Secret.
+type credentialKeys struct {
+	found bool
+	// missing are the wanted keys it lacks, quoted.
+	missing []string
+}
+
+// dsnShapeUser and dsnShapePassword stand in for the credentials in the DSN
+// a spec makes, which the derivation depends on besides the Secrets.
+const dsnShapeUser, dsnShapePassword = "\x00user", "\x00password"
+
+// credentialsDerivation names the derivation of a Glance's credentials.
+func credentialsDerivation(g *v1alpha1.Glance) string {
+	return "glance/" + g.Namespace + "/" + g.Name + "/credentials"
+}
+
+// deriveCredentials derives p.credentials from the database and
+// service-user Secrets, reading them only when they, the spec's DSN or the
+// digest key changed since the last derivation. A pass that read them has
+// the DSN in p.dsn, until the pass ends.
+func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
+	db, su := g.Spec.Database.SecretRef, g.Spec.ServiceUser.SecretRef
+	userKey := v1alpha1.DefaultDatabaseUsernameKey
+	dbKey := cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)
+	suKey := cmp.Or(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
+	shape, err := render.DSN(g, dsnShapeUser, dsnShapePassword)
 	if err != nil {
-		return nil, "", fmt.Errorf("get Secret %s/%s: %w", namespace, name, err)
+		shape = err.Error()
 	}
+	// The digest key enters as the digest of a constant under it: what
+	// tells keys apart without showing one.
+	inputs := strings.Join([]string{dbKey, suKey, shape, keyedDigest(p.digestKey, "credentials")}, "\x00")
+	keys := []client.ObjectKey{{Namespace: g.Namespace, Name: db.Name}, {Namespace: g.Namespace, Name: su.Name}}
+	var dsn string
+	c, fresh, err := targetcluster.Derive(ctx, p.cluster, credentialsDerivation(g), inputs, keys, func(reads []targetcluster.SecretRead) (credentials, error) {
+		var c credentials
+		dbValues, err := credentialValues(reads[0], &c.db, userKey, dbKey)
+		if err != nil {
+			return credentials{}, err
+		}
+		suValues, err := credentialValues(reads[1], &c.serviceUser, suKey)
+		if err != nil || dbValues == nil || suValues == nil {
+			return c, err
+		}
+		c.username = dbValues[userKey]
+		if dsn, err = render.DSN(g, c.username, dbValues[dbKey]); err != nil {
+			c.dsnError = err.Error()
+		} else {
+			c.dsnHash = keyedDigest(p.digestKey, dsn)
+		}
+		c.authtokenHash = keyedDigest(p.digestKey, suValues[suKey])
+		return c, nil
+	})
+	if err != nil {
+		return err
+	}
+	p.credentials = c
+	if fresh {
+		p.dsn = dsn
+	}
+	return nil
+}
+
+// credentialValues returns the wanted keys of a credential Secret read, and
+// records in k what the read found; nil when the Secret or a key is
+// missing.
+func credentialValues(read targetcluster.SecretRead, k *credentialKeys, keys ...string) (map[string]string, error) {
+	if apierrors.IsNotFound(read.Err) {
+		return nil, nil
+	}
+	if read.Err != nil {
+		return nil, fmt.Errorf("get Secret %s: %w", read.Key, read.Err)
+	}
+	k.found = true
 	out := make(map[string]string, len(keys))
-	var missing []string
-	for _, k := range keys {
-		v, ok := s.Data[k]
-		if !ok || len(v) == 0 {
-			missing = append(missing, fmt.Sprintf("%q", k))
+	for _, key := range keys {
+		v := read.Secret.Data[key]
+		if len(v) == 0 {
+			k.missing = append(k.missing, strconv.Quote(key))
 			continue
 		}
-		out[k] = string(v)
+		out[key] = string(v)
 	}
-	if len(missing) > 0 {
-		hint, err := externalSecretHint(ctx, p, namespace, name)
-		return nil, fmt.Sprintf("Secret %q lacks key %s%s", name, strings.Join(missing, ", "), hint), err
+	if len(k.missing) > 0 {
+		return nil, nil
 	}
-	return out, "", nil
+	return out, nil
+}
+
+// credentialsMessage says what a credential Secret lacks, and whether an
+// ExternalSecret is there to sync it; empty when it holds its keys. Values
+// never appear in a message.
+func credentialsMessage(ctx context.Context, p *pass, namespace, name string, k credentialKeys) (string, error) {
+	var msg string
+	switch {
+	case !k.found:
+		msg = fmt.Sprintf("Secret %q not found", name)
+	case len(k.missing) > 0:
+		msg = fmt.Sprintf("Secret %q lacks key %s", name, strings.Join(k.missing, ", "))
+	default:
+		return "", nil
+	}
+	hint, err := externalSecretHint(ctx, p, namespace, name)
+	return msg + hint, err
 }
 
 // externalSecretHint says whether an ExternalSecret syncs the Secret, and

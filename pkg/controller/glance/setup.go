@@ -58,8 +58,9 @@ import (
 // registered the field indexes it lists by. references is a metadata-only
 // cache of the user's Secrets and ConfigMaps: their changes wake the
 // Glances that read them, while their contents are read from the API server
-// (a Secret once per resourceVersion), so the operator's memory does not
-// grow with unrelated Secrets.
+// (a Secret only when its resourceVersion moved; what is derived from it is
+// kept, never its values), so the operator's memory does not grow with
+// unrelated Secrets.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references *targetcluster.References, opts controller.Options) error {
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{

@@ -136,19 +136,21 @@ func credentialsProblem(ctx context.Context, c *targetcluster.Cluster, b *v1alph
 	if b.Spec.S3 == nil {
 		return "spec.s3 is missing", nil
 	}
-	name := b.Spec.S3.CredentialsSecretRef.Name
-	var s corev1.Secret
-	err := c.GetSecret(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, &s)
-	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("Secret %q not found", name), nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("get Secret %s/%s: %w", b.Namespace, name, err)
-	}
-	if missing := glance.S3CredentialsMissing(&s); missing != "" {
-		return fmt.Sprintf("Secret %q lacks key %s", name, missing), nil
-	}
-	return "", nil
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.S3.CredentialsSecretRef.Name}
+	id := "glancebackend/" + b.Namespace + "/" + b.Name
+	msg, _, err := targetcluster.Derive(ctx, c, id, key.Name, []client.ObjectKey{key}, func(reads []targetcluster.SecretRead) (string, error) {
+		switch read := reads[0]; {
+		case apierrors.IsNotFound(read.Err):
+			return fmt.Sprintf("Secret %q not found", key.Name), nil
+		case read.Err != nil:
+			return "", fmt.Errorf("get Secret %s: %w", key, read.Err)
+		}
+		if missing := glance.S3CredentialsMissing(reads[0].Secret); missing != "" {
+			return fmt.Sprintf("Secret %q lacks key %s", key.Name, missing), nil
+		}
+		return "", nil
+	})
+	return msg, err
 }
 
 // reconcileProjection checks that the parent's Deployment mounts a backends

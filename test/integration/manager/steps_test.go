@@ -120,6 +120,32 @@ func TestConnectionSecret(t *testing.T) {
 		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &s) == nil &&
 			strings.Contains(string(s.Data["connection"]), "glance:rotated@")
 	}, nil)
+
+	// The operator keeps no password between passes: a DSN edited by hand,
+	// or its Secret deleted, is rebuilt from the credentials read again.
+	rotated := string(s.Data["connection"])
+	s.Data["connection"] = []byte("mysql+pymysql://glance:edited@elsewhere:3306/glance")
+	if err := cl.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the edited connection restored", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &s) == nil && string(s.Data["connection"]) == rotated
+	}, func() string { return "connection " + string(s.Data["connection"]) })
+	if err := cl.Delete(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the deleted connection made again", func() bool {
+		var again corev1.Secret
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &again) == nil && again.UID != s.UID && string(again.Data["connection"]) == rotated
+	}, nil)
+
+	// A spec that moves the database changes the DSN, though no Secret
+	// changed.
+	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Database.Database = "images" })
+	e.Eventually("the connection to the new database", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "glance-db-connection"}, &s) == nil &&
+			strings.HasSuffix(string(s.Data["connection"]), "/images?charset=utf8")
+	}, func() string { return "connection " + string(s.Data["connection"]) })
 }
 
 func configFile(t *testing.T, e *operatortest.Env, name string) string {
@@ -198,6 +224,39 @@ func TestDefaultSwitch(t *testing.T) {
 	}
 	if got := e.Names(&corev1.SecretList{}, "backends"); !slices.Equal(got, backends) {
 		t.Errorf("moving the default changed the backends Secrets: %v -> %v", backends, got)
+	}
+}
+
+// A backends Secret deleted under a running Glance is made again: the
+// operator keeps no credential, so it reads them again to render it.
+func TestDeletedBackendsSecretIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.Credentials("pw")
+	e.DefaultBackend("alpha")
+	e.Glance()
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
+	var backends []string
+	e.Eventually("one backends Secret", func() bool {
+		backends = e.Names(&corev1.SecretList{}, "backends")
+		return len(backends) == 1
+	}, nil)
+	var before corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: backends[0]}, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &before); err != nil {
+		t.Fatal(err)
+	}
+	// Any later pass (the Deployment's status, a requeue) must see it gone.
+	e.UpdateGlance(func(g *v1alpha1.Glance) { g.Labels = map[string]string{"touched": "yes"} })
+	var after corev1.Secret
+	e.Eventually("the backends Secret made again", func() bool {
+		return cl.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: backends[0]}, &after) == nil && after.UID != before.UID
+	}, nil)
+	if string(after.Data["backends.conf"]) != string(before.Data["backends.conf"]) {
+		t.Errorf("backends.conf made again differs:\n%s\nwas\n%s", after.Data["backends.conf"], before.Data["backends.conf"])
 	}
 }
 

@@ -44,8 +44,8 @@ func label(m *dto.Metric, name string) string {
 
 // TestNoOpReconcileWritesNothing re-reconciles an unchanged Glance and its
 // backend and counts the operator's API writes and reads: there must be
-// none. Everything a pass reads is in the caches, the user's Secrets read
-// once per resourceVersion. It runs alone (not parallel), so every request
+// none. Everything a pass reads is in the caches, and what it derived from
+// the user's Secrets is kept while their resourceVersions stay. It runs alone (not parallel), so every request
 // counted is this test's.
 func TestNoOpReconcileWritesNothing(t *testing.T) {
 	e := newEnv(t)
