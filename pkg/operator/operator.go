@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/pkg/controller/glancebackend"
 	"github.com/c5c3/glance-operator/pkg/metrics"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
 )
 
@@ -79,6 +81,10 @@ type Options struct {
 	// SkipNameValidation lets several managers run in one process (tests);
 	// controller names are otherwise process-wide unique.
 	SkipNameValidation bool
+	// RewindCheckInterval is how often the manager compares the API
+	// server's resourceVersion with its caches', and stops when the server
+	// went back (pipeline.RewindCheck); 0 never compares.
+	RewindCheckInterval time.Duration
 }
 
 // Leader election takes a Lease in the operator's namespace and records its
@@ -148,6 +154,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	references := targetcluster.NewReferences(cfg, referencesOptions, o.WatchNamespaces, mgr.GetAPIReader())
 	if err := mgr.Add(references); err != nil {
 		return nil, err
+	}
+
+	if o.RewindCheckInterval > 0 {
+		if err := mgr.Add(rewindCheck(mgr.GetClient(), mgr.GetAPIReader(), o)); err != nil {
+			return nil, err
+		}
 	}
 
 	management := &targetcluster.Cluster{
@@ -229,4 +241,38 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// rewindCheck compares the newest Glance the cache holds with a consistent
+// list of one Glance from the API server: its list's resourceVersion is the
+// server's now.
+func rewindCheck(cache, server client.Reader, o Options) pipeline.RewindCheck {
+	var scope []client.ListOption
+	if len(o.WatchNamespaces) > 0 {
+		scope = append(scope, client.InNamespace(o.WatchNamespaces[0]))
+	}
+	return pipeline.RewindCheck{
+		Interval: o.RewindCheckInterval,
+		Newest: func(ctx context.Context) (string, error) {
+			var list v1alpha1.GlanceList
+			if err := cache.List(ctx, &list); err != nil {
+				return "", err
+			}
+			newest := ""
+			for i := range list.Items {
+				rv := list.Items[i].ResourceVersion
+				if cmp, err := resourceversion.CompareResourceVersion(rv, newest); newest == "" || (err == nil && cmp > 0) {
+					newest = rv
+				}
+			}
+			return newest, nil
+		},
+		Current: func(ctx context.Context) (string, error) {
+			var list v1alpha1.GlanceList
+			if err := server.List(ctx, &list, append(scope, client.Limit(1))...); err != nil {
+				return "", err
+			}
+			return list.ResourceVersion, nil
+		},
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,10 +87,13 @@ type Cluster struct {
 	procs      []*process
 	tempDir    bool
 	unlockHost func()
-	// bin and apiServerArgs start kube-apiserver again after StopAPIServer.
+	// bin and args start a component again after it was stopped; starts
+	// counts each one's runs, whose logs are files of their own.
 	bin           string
+	args          map[string][]string
+	starts        map[string]int
+	etcdHealth    string
 	apiServerArgs []string
-	apiRestarts   int
 }
 
 // FakeNodeAnnotation marks the nodes kwok manages.
@@ -194,19 +198,21 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	c.Kubeconfig = filepath.Join(c.Dir, "admin.kubeconfig")
 
-	if err := c.start(bin, "etcd",
+	etcdArgs := []string{
 		"--name=default",
-		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--data-dir=" + c.etcdDataDir(),
 		fmt.Sprintf("--listen-client-urls=http://127.0.0.1:%d", etcdClient),
 		fmt.Sprintf("--advertise-client-urls=http://127.0.0.1:%d", etcdClient),
 		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", etcdPeer),
 		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", etcdPeer),
 		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", etcdPeer),
 		"--unsafe-no-fsync=true",
-	); err != nil {
+	}
+	c.etcdHealth = fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)
+	if err := c.start(bin, "etcd", etcdArgs...); err != nil {
 		return nil, err
 	}
-	if err := c.waitHTTP(ctx, "etcd", fmt.Sprintf("http://127.0.0.1:%d/health", etcdClient)); err != nil {
+	if err := c.waitHTTP(ctx, "etcd", c.etcdHealth); err != nil {
 		return nil, err
 	}
 
@@ -409,31 +415,13 @@ func (c *Cluster) waitAPIServerReady(ctx context.Context, cs kubernetes.Interfac
 // StopAPIServer stops kube-apiserver alone, the outage a client of the
 // cluster sees when its API server goes away; etcd, the controllers and
 // kwok keep running. StartAPIServer brings it back on the same address.
-func (c *Cluster) StopAPIServer() error {
-	for i, p := range c.procs {
-		if p.name == "kube-apiserver" {
-			c.procs = slices.Delete(c.procs, i, i+1)
-			return p.stop(15 * time.Second)
-		}
-	}
-	return errors.New("kube-apiserver is not running")
-}
+func (c *Cluster) StopAPIServer() error { return c.stopComponent("kube-apiserver") }
 
 // StartAPIServer starts kube-apiserver again after StopAPIServer, with the
 // same flags and certificates, and waits until it is ready. Each run logs
 // to a file of its own.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	for _, p := range c.procs {
-		if p.name == "kube-apiserver" {
-			return errors.New("kube-apiserver is already running")
-		}
-	}
-	c.apiRestarts++
-	p, err := startProcessLogged(c.Dir, "kube-apiserver", fmt.Sprintf("kube-apiserver-%d", c.apiRestarts+1), filepath.Join(c.bin, "kube-apiserver"), c.apiServerArgs...)
-	if p != nil {
-		c.procs = append(c.procs, p)
-	}
-	if err != nil {
+	if err := c.startAgain("kube-apiserver"); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(c.Config)
@@ -443,7 +431,110 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	return c.waitAPIServerReady(ctx, cs)
 }
 
+// BackupEtcd copies etcd's data directory to dst, as a file-level backup is
+// taken: with etcd stopped for the copy, so that it is consistent.
+// kube-apiserver rides out the seconds without etcd.
+func (c *Cluster) BackupEtcd(ctx context.Context, dst string) error {
+	if err := c.stopComponent("etcd"); err != nil {
+		return err
+	}
+	copyErr := exec.Command("cp", "-a", c.etcdDataDir()+"/.", dst).Run()
+	if err := c.startEtcd(ctx); err != nil {
+		return err
+	}
+	if copyErr != nil {
+		return fmt.Errorf("copy etcd's data: %w", copyErr)
+	}
+	return nil
+}
+
+// RestoreEtcd puts back what BackupEtcd copied to src, as a cluster's
+// operators restore a backup: kube-apiserver and the controllers (the
+// controller manager, the scheduler, kwok, cert-manager) stopped, etcd's
+// data replaced, and all started again, the controllers afresh so that none
+// waits on versions the restored etcd has not reached. Every object and
+// resourceVersion goes back to the backup's; clients outside the cluster
+// keep the versions they saw after it.
+func (c *Cluster) RestoreEtcd(ctx context.Context, src string) error {
+	var controllers []string
+	for _, p := range slices.Clone(c.procs) {
+		if slices.Contains([]string{"kube-controller-manager", "kube-scheduler", "kwok", "cert-manager"}, p.name) {
+			controllers = append(controllers, p.name)
+			if err := c.stopComponent(p.name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.StopAPIServer(); err != nil {
+		return err
+	}
+	if err := c.stopComponent("etcd"); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.etcdDataDir()); err != nil {
+		return err
+	}
+	if err := exec.Command("cp", "-a", src, c.etcdDataDir()).Run(); err != nil {
+		return fmt.Errorf("restore etcd's data: %w", err)
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		return err
+	}
+	for _, name := range controllers {
+		if err := c.startAgain(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) etcdDataDir() string { return filepath.Join(c.Dir, "etcd") }
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	if err := c.startAgain("etcd"); err != nil {
+		return err
+	}
+	return c.waitHTTP(ctx, "etcd", c.etcdHealth)
+}
+
+// stopComponent stops one component, leaving the others running.
+func (c *Cluster) stopComponent(name string) error {
+	for i, p := range c.procs {
+		if p.name == name {
+			c.procs = slices.Delete(c.procs, i, i+1)
+			return p.stop(15 * time.Second)
+		}
+	}
+	return fmt.Errorf("%s is not running", name)
+}
+
+// startAgain starts a component that stopComponent stopped, with the
+// arguments of its first run, logging to a file of its own.
+func (c *Cluster) startAgain(name string) error {
+	for _, p := range c.procs {
+		if p.name == name {
+			return fmt.Errorf("%s is already running", name)
+		}
+	}
+	if c.starts == nil {
+		c.starts = map[string]int{}
+	}
+	c.starts[name]++
+	p, err := startProcessLogged(c.Dir, name, fmt.Sprintf("%s-%d", name, c.starts[name]+1), filepath.Join(c.bin, name), c.args[name]...)
+	if p != nil {
+		c.procs = append(c.procs, p)
+	}
+	return err
+}
+
 func (c *Cluster) start(bin, name string, args ...string) error {
+	if c.args == nil {
+		c.args = map[string][]string{}
+	}
+	c.args[name] = args
 	p, err := startProcess(c.Dir, name, filepath.Join(bin, name), args...)
 	if p != nil {
 		c.procs = append(c.procs, p)

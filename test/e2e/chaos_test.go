@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +21,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/operatortest"
 	"github.com/c5c3/glance-operator/test/stack"
 )
 
@@ -540,4 +545,139 @@ func leads(families map[string]*dto.MetricFamily) bool {
 		}
 	}
 	return false
+}
+
+// TestChaosEtcdRestore restores etcd from a backup taken before the
+// manager's last write to a Glance, with thousands of revisions between
+// them: every resourceVersion goes back, below the versions the manager's
+// caches hold. Their watches resume from those versions and would miss every
+// change until the cluster's writes pass them again. The manager must
+// notice, say so once and end, so that the run started after it (as a
+// Deployment restarts its pod) lists afresh and reconciles a change made
+// after the restore.
+func TestChaosEtcdRestore(t *testing.T) {
+	ctx := context.Background()
+	s := newScene(t, "chaos-etcd-restore")
+	s.world()
+	s.backend("s3-primary", true)
+	s.glance()
+	s.ready()
+
+	backup := t.TempDir()
+	if err := stk.BackupEtcd(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	before := s.glanceObj().ResourceVersion
+	churn(t, s.ns, etcdRestoreChurn)
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Deployment.Replicas = ptr.To[int32](3) })
+	written := s.ready().ResourceVersion
+	t.Logf("the Glance at resourceVersion %s at the backup, %s at the manager's last write", before, written)
+
+	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := stk.RestoreEtcd(restoreCtx, backup); err != nil {
+		t.Fatal(err)
+	}
+	s.update(func(g *v1alpha1.Glance) { g.Spec.Deployment.Replicas = ptr.To[int32](4) })
+	// The scene holds only while the Glance's version is below the one
+	// the manager's caches hold.
+	if restored := s.glanceObj().ResourceVersion; !olderVersion(t, restored, written) {
+		t.Fatalf("after the restore the Glance is at resourceVersion %s, not below the manager's last write at %s", restored, written)
+	}
+	exitCtx, cancel := context.WithTimeout(ctx, pipeline.DefaultRewindCheckInterval+time.Minute)
+	defer cancel()
+	ended, err := stk.WaitManagerExit(exitCtx)
+	if err != nil {
+		t.Fatalf("the manager did not end after the restore: %v", err)
+	}
+	t.Logf("the manager ended after the restore: %.300s", ended)
+	if n := managerLogLines(t, "resourceVersions went back"); n != 1 {
+		t.Errorf("the manager said %d times that the resourceVersions went back, want once", n)
+	}
+	if err := stk.StartManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("the Deployment scaled to 4 after the restore", func() (bool, string) {
+		d := s.deployment()
+		return ptr.Deref(d.Spec.Replicas, 0) == 4, fmt.Sprintf("replicas %d", ptr.Deref(d.Spec.Replicas, 0))
+	})
+	s.ready()
+	checkNoPanic(t)
+}
+
+// etcdRestoreChurn is how many revisions the cluster moves between the
+// backup and the manager's last write: more than the cluster's own writes
+// (leases, kwok's node heartbeats, events) make in StaleCacheLimit and the
+// test's slack after it.
+const etcdRestoreChurn = 3000
+
+// churn makes n writes: updates of a few ConfigMaps of namespace, at once,
+// through a client of its own that client-side throttling does not slow.
+func churn(t *testing.T, namespace string, n int) {
+	t.Helper()
+	cfg := rest.CopyConfig(stk.Config)
+	cfg.QPS, cfg.Burst = 1000, 1000
+	cl, err := operatortest.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("churn-%d", w)}}
+			if err := cl.Create(context.Background(), cm); err != nil {
+				errs <- err
+				return
+			}
+			for i := range n / writers {
+				cm.Data = map[string]string{"write": strconv.Itoa(i)}
+				if err := cl.Update(context.Background(), cm); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var last corev1.ConfigMap
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "churn-0"}, &last); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("churned %d writes, to resourceVersion %s", n, last.ResourceVersion)
+}
+
+// olderVersion compares two resourceVersions of one kube-apiserver.
+func olderVersion(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		t.Fatalf("resourceVersions %q and %q are not numbers", a, b)
+	}
+	return x < y
+}
+
+// managerLogLines counts the lines of the manager's logs that hold every
+// one of texts.
+func managerLogLines(t *testing.T, texts ...string) int {
+	t.Helper()
+	n := 0
+	for _, path := range stk.ManagerLogs() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !slices.ContainsFunc(texts, func(text string) bool { return !strings.Contains(line, text) }) {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -145,6 +145,30 @@ func (s *Stack) startHealthcheck() (string, error) {
 // ManagerPID is the process ID of the running glance-operator.
 func (s *Stack) ManagerPID() int { return s.manager.PID() }
 
+// WaitManagerExit waits until glance-operator ends on its own, as a pod's
+// container does before the kubelet starts it again, and returns how it
+// ended: the exit and the last lines of its output. StartManager starts it
+// again.
+func (s *Stack) WaitManagerExit(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	manager := s.manager
+	s.mu.Unlock()
+	if manager == nil {
+		return "", errors.New("glance-operator is not running")
+	}
+	for {
+		if ended := manager.Exited(); ended != nil {
+			_, err := s.takeManager()
+			return ended.Error(), err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("glance-operator still running: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // KillManager SIGKILLs glance-operator and starts it again with the same
 // arguments, as a Deployment replaces a killed pod, and returns once the
 // new run is ready. Check does not report the killed run.
@@ -184,25 +208,44 @@ func (s *Stack) BinariesServer() string {
 }
 
 // RestartAPIServer stops kube-apiserver for down, keeping etcd, the
-// controllers and both binaries running, and starts it again. The binaries
-// lose their connections at the stop and reach the new server once it is
-// ready and authorizes the chart's roles, as behind a load balancer that
-// checks /readyz: a server still loading its RBAC denies every call.
+// controllers and both binaries running, and starts it again.
 func (s *Stack) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	return s.behindClosedDoor(ctx, func() error {
+		if err := s.Cluster.StopAPIServer(); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(down):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return s.Cluster.StartAPIServer(ctx)
+	})
+}
+
+// BackupEtcd takes a file-level backup of etcd into dir (Cluster.BackupEtcd).
+func (s *Stack) BackupEtcd(ctx context.Context, dir string) error {
+	return s.Cluster.BackupEtcd(ctx, dir)
+}
+
+// RestoreEtcd restores the backup in dir (Cluster.RestoreEtcd) under the
+// running binaries: every resourceVersion goes back to the backup's.
+func (s *Stack) RestoreEtcd(ctx context.Context, dir string) error {
+	return s.behindClosedDoor(ctx, func() error { return s.Cluster.RestoreEtcd(ctx, dir) })
+}
+
+// behindClosedDoor runs change, which replaces kube-apiserver, with the
+// binaries' way to it closed. They lose their connections at the close and
+// reach the new server once it is ready and authorizes the chart's roles,
+// as behind a load balancer that checks /readyz: a server still loading
+// its RBAC denies every call.
+func (s *Stack) behindClosedDoor(ctx context.Context, change func() error) error {
 	ids, err := renderChartIdentities()
 	if err != nil {
 		return err
 	}
 	s.front.close()
-	if err := s.Cluster.StopAPIServer(); err != nil {
-		return err
-	}
-	select {
-	case <-time.After(down):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := s.Cluster.StartAPIServer(ctx); err != nil {
+	if err := change(); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(s.Config)
