@@ -591,8 +591,8 @@ func TestChaosEtcdRestore(t *testing.T) {
 		t.Fatalf("the manager did not end after the restore: %v", err)
 	}
 	t.Logf("the manager ended after the restore: %.300s", ended)
-	if n := managerLogLines(t, "resourceVersions went back"); n != 1 {
-		t.Errorf("the manager said %d times that the resourceVersions went back, want once", n)
+	if n := managerLogLines(t, pipeline.ErrRewound.Error(), "the server is at resourceVersion"); n != 1 {
+		t.Errorf("the manager said %d times that the server's resourceVersions went back, want once", n)
 	}
 	if err := stk.StartManager(ctx); err != nil {
 		t.Fatal(err)

@@ -228,10 +228,29 @@ func (s *Stack) BackupEtcd(ctx context.Context, dir string) error {
 	return s.Cluster.BackupEtcd(ctx, dir)
 }
 
-// RestoreEtcd restores the backup in dir (Cluster.RestoreEtcd) under the
-// running binaries: every resourceVersion goes back to the backup's.
+// RestoreEtcd restores the backup in dir (Cluster.RestoreEtcd): every
+// resourceVersion goes back to the backup's. The stand-ins and the webhook
+// start afresh, as a restore procedure restarts the cluster's controllers;
+// glance-operator keeps running, to be seen noticing by itself.
 func (s *Stack) RestoreEtcd(ctx context.Context, dir string) error {
-	return s.behindClosedDoor(ctx, func() error { return s.Cluster.RestoreEtcd(ctx, dir) })
+	if err := s.behindClosedDoor(ctx, func() error { return s.Cluster.RestoreEtcd(ctx, dir) }); err != nil {
+		return err
+	}
+	if err := s.standIns.Stop(); err != nil {
+		return err
+	}
+	s.standInRestarts++
+	var err error
+	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir, fmt.Sprintf("stand-ins-%d", s.standInRestarts+1)); err != nil {
+		return err
+	}
+	if s.webhookPort == 0 {
+		return nil
+	}
+	if err := s.StopWebhook(); err != nil {
+		return err
+	}
+	return s.StartWebhook(ctx)
 }
 
 // behindClosedDoor runs change, which replaces kube-apiserver, with the

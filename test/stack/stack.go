@@ -125,6 +125,7 @@ type Stack struct {
 	webhookHost        *testhost.Host
 	stopCertSync       func()
 	standIns           *StandInManager
+	standInRestarts    int
 	healthcheck        *http.Server
 	targets            []*Target
 	tempDir            bool
@@ -235,7 +236,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	say("starting the stand-ins: mariadb-operator, External Secrets, Gateway controller, glance-api /healthcheck ...")
-	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir); err != nil {
+	if s.standIns, err = startStandIns(ctx, s.Config, s.LogDir, "stand-ins"); err != nil {
 		return nil, err
 	}
 	if s.healthcheckAddress, err = s.startHealthcheck(); err != nil {

@@ -56,9 +56,10 @@ var readyKinds = []struct {
 	{schema.GroupVersionKind{Group: "external-secrets.io", Version: "v1", Kind: "SecretStore"}, "External Secrets"},
 }
 
-// startStandIns starts the stack's stand-ins (see above).
-func startStandIns(ctx context.Context, cfg *rest.Config, logDir string) (*StandInManager, error) {
-	return StartStandInManager(ctx, cfg, logDir, "stand-ins", func(mgr ctrl.Manager) error {
+// startStandIns starts the stack's stand-ins (see above), logging to
+// logDir/name.log.
+func startStandIns(ctx context.Context, cfg *rest.Config, logDir, name string) (*StandInManager, error) {
+	return StartStandInManager(ctx, cfg, logDir, name, func(mgr ctrl.Manager) error {
 		for _, k := range readyKinds {
 			obj := &unstructured.Unstructured{}
 			obj.SetGroupVersionKind(k.gvk)

@@ -127,7 +127,7 @@ func (s *Stack) StartTarget(ctx context.Context, opts TargetOptions) (_ *Target,
 	if t.Client, err = operatortest.NewClient(t.Config); err != nil {
 		return nil, err
 	}
-	if t.standIns, err = startStandIns(ctx, t.Config, filepath.Join(dir, "logs")); err != nil {
+	if t.standIns, err = startStandIns(ctx, t.Config, filepath.Join(dir, "logs"), "stand-ins"); err != nil {
 		return nil, err
 	}
 	store := &unstructured.Unstructured{Object: map[string]any{
