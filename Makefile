@@ -32,12 +32,26 @@ else
 endif
 
 .PHONY: test
-test: control-plane conformance-root realnode-roots verify-generated vet ## Run every suite: real control plane, real Glance.
+test: test-prerequisites ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(MAKE) --no-print-directory test-monitoring
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
+
+# What the suites need, built before any of them runs. The Debian roots and
+# the module downloads wait on the network and the disk while the control
+# plane compiles; the checks come after, as verify-generated rewrites the
+# files vet reads.
+.PHONY: test-prerequisites
+test-prerequisites:
+	$(MAKE) --no-print-directory -j3 --output-sync=target control-plane realnode-roots mod-download
+	$(MAKE) --no-print-directory verify-generated vet
+
+.PHONY: mod-download
+mod-download:
+	$(GO) mod download
+	cd test/monitoring && $(GO) mod download
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
 # a Debian root, or root to make a test host, and the tests that need one in

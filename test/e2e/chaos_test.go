@@ -22,6 +22,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -655,12 +656,11 @@ func churn(t *testing.T, namespace string, n int) {
 // olderVersion compares two resourceVersions of one kube-apiserver.
 func olderVersion(t *testing.T, a, b string) bool {
 	t.Helper()
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	if errA != nil || errB != nil {
-		t.Fatalf("resourceVersions %q and %q are not numbers", a, b)
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		t.Fatalf("resourceVersions %q and %q: %v", a, b, err)
 	}
-	return x < y
+	return c < 0
 }
 
 // managerLogLines counts the lines of the manager's logs that hold every
