@@ -81,7 +81,7 @@ CHART_FILES := charts/glance-operator/files
 MONITORING_API := github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1
 
 .PHONY: manifests
-manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations and Grafana dashboard, and the test CRDs of prometheus-operator.
+manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations, Grafana dashboard and Artifact Hub annotations, and the test CRDs of prometheus-operator.
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CHART_FILES)/crds
 	$(GO) tool controller-gen rbac:roleName=glance-operator-manager paths="{./pkg/controller/...,./pkg/operator/...}" \
 		output:rbac:artifacts:config=$(CHART_FILES)/rbac/manager
@@ -89,6 +89,7 @@ manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations and 
 		output:rbac:artifacts:config=$(CHART_FILES)/rbac/webhook
 	$(GO) run ./hack/webhook-manifests -out $(CHART_FILES)/webhook-configurations.yaml
 	$(GO) run ./hack/dashboard -out $(CHART_FILES)/grafana-dashboard.json
+	$(GO) run ./hack/chart-annotations -chart charts/glance-operator -samples test/samples/glance.yaml
 	@# Only ServiceMonitor and PrometheusRule are used; the package holds seven kinds.
 	tmp=$$(mktemp -d) && $(GO) tool controller-gen crd:maxDescLen=0 paths=$(MONITORING_API) output:crd:artifacts:config=$$tmp && \
 		mkdir -p test/crds/prometheus-operator && \
