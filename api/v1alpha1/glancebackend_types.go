@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.isDefault`
 // +kubebuilder:printcolumn:name="Glance",type=string,JSONPath=`.spec.glanceRef.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 type GlanceBackend struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

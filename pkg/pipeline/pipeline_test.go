@@ -609,6 +609,25 @@ func TestReadyAggregation(t *testing.T) {
 			if done := e.p.Done(g); done != tc.wantDone {
 				t.Errorf("Done = %d, want %d", done, tc.wantDone)
 			}
+			// Stored in pipeline order, whatever order they were set in:
+			// the aggregate, the sub-conditions, then any other.
+			var want, got []string
+			for _, typ := range append([]string{ready}, e.p.SubConditions...) {
+				if meta.FindStatusCondition(g.Status.Conditions, typ) != nil {
+					want = append(want, typ)
+				}
+			}
+			for _, c := range tc.preset {
+				if c.Type != ready && !slices.Contains(e.p.SubConditions, c.Type) {
+					want = append(want, c.Type)
+				}
+			}
+			for _, c := range e.get(t).Status.Conditions {
+				got = append(got, c.Type)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("conditions stored in the order %v, want %v", got, want)
+			}
 		})
 	}
 	if pipeline.ReasonAllReady != v1alpha1.ReasonAllReady || pipeline.ReasonNotAllReady != v1alpha1.ReasonNotAllReady {

@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,7 +26,28 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady, p.whyNot(obj, notTrue))
 		}
 	}
+	p.orderConditions(obj)
 	obj.SetObservedGeneration(obj.GetGeneration())
+}
+
+// orderConditions puts the aggregate first and the sub-conditions after it
+// in the order of SubConditions, the pipeline's, so that kubectl describe
+// reads as the pass ran, whichever step set a condition first; any other
+// condition keeps its place after them. The order is the same every pass,
+// so it never makes a status write of its own but once.
+func (p *Pipeline[T, S]) orderConditions(obj T) {
+	rank := func(typ string) int {
+		if typ == p.Aggregate {
+			return 0
+		}
+		if i := slices.Index(p.SubConditions, typ); i >= 0 {
+			return i + 1
+		}
+		return len(p.SubConditions) + 1
+	}
+	conds := obj.GetConditions()
+	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return cmp.Compare(rank(a.Type), rank(b.Type)) })
+	obj.SetConditions(conds)
 }
 
 // keepTransitionTimes settles each condition once per pass: a condition

@@ -211,6 +211,25 @@ func TestPrinterColumns(t *testing.T) {
 	if len(row) != 5 || !slices.Equal(row[:4], []string{"printed", "S3", "true", "glance"}) {
 		t.Errorf("kubectl get glb row %v", row)
 	}
+	// -o wide adds why the backend is not Ready.
+	backendStatus := map[string]any{"conditions": []any{map[string]any{
+		"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "CredentialsReady: WaitingForCredentials.",
+		"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(1),
+	}}}
+	if err := unstructured.SetNestedField(b.Object, backendStatus, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Status().Update(ctx, b); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	out = kubectl(t, "get", "glb", "printed", "-n", namespace, "-o", "wide")
+	header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if !slices.Equal(header, []string{"NAME", "READY", "TYPE", "DEFAULT", "GLANCE", "AGE", "MESSAGE"}) {
+		t.Errorf("kubectl get glb -o wide header %v", header)
+	}
+	if !strings.Contains(out, "CredentialsReady: WaitingForCredentials.") {
+		t.Errorf("kubectl get glb -o wide lacks Ready's message:\n%s", out)
+	}
 	// The category lists both kinds.
 	out = kubectl(t, "get", "openstack", "-n", namespace, "-o", "name")
 	for _, want := range []string{"glance.glance.openstack.c5c3.io/printed", "glancebackend.glance.openstack.c5c3.io/printed"} {
