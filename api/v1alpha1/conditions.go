@@ -37,6 +37,9 @@ const (
 const (
 	ReasonAllReady    = "AllReady"
 	ReasonNotAllReady = "NotAllReady"
+	// ReasonPaused: AnnotationPaused holds the Glance; Ready keeps the
+	// status it had. Also the reason of the event that announces it.
+	ReasonPaused = "Paused"
 
 	ReasonSecretsAvailable                 = "SecretsAvailable"
 	ReasonTargetClusterUnavailable         = "TargetClusterUnavailable"

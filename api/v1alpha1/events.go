@@ -28,6 +28,9 @@ const (
 	// because its image-cache emptyDir exceeded its size limit; once per
 	// pod, the note names the pod and the limit.
 	EventImageCacheEvicted = "ImageCacheEvicted"
+	// EventResumed: AnnotationPaused was removed and the operator
+	// reconciles the Glance again (ReasonPaused announced the pause).
+	EventResumed = "Resumed"
 )
 
 // EventReasons are the reasons of every event the operator emits: the
@@ -36,7 +39,7 @@ const (
 // reasons of the Glance pipeline's steps. The README's Operations section lists them.
 var EventReasons = []string{
 	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
-	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted,
+	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted, ReasonPaused, EventResumed,
 	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
 	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
 	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed,

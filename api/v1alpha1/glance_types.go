@@ -39,6 +39,15 @@ type Glance struct {
 	Status GlanceStatus `json:"status,omitzero"`
 }
 
+// AnnotationPaused set to "true" on a Glance stops the operator from changing
+// anything of it, its children and database included, until it is removed
+// or set to anything else; Ready says so. Deletion still runs the
+// finalizer.
+const AnnotationPaused = "glance.openstack.c5c3.io/paused"
+
+// Paused says whether AnnotationPaused holds the Glance.
+func (g *Glance) Paused() bool { return g.Annotations[AnnotationPaused] == "true" }
+
 // GlanceSpec is the desired state of a Glance image service.
 //
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.targetClusterRef) == has(self.targetClusterRef)",message="targetClusterRef cannot be added or removed after creation"

@@ -47,6 +47,7 @@ type GlanceState struct {
 	info          *prometheus.Desc
 	created       *prometheus.Desc
 	purgeInterval *prometheus.Desc
+	paused        *prometheus.Desc
 	// intervals memoizes purgeInterval by schedule: a scrape reads every
 	// Glance, and most share a schedule.
 	intervals scheduleIntervals
@@ -70,6 +71,9 @@ func NewGlanceState(reader client.Reader, leading func() bool) *GlanceState {
 		purgeInterval: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "db_purge_interval_seconds"),
 			"The longest gap between two runs of each Glance's db-purge schedule; absent while the purge is suspended.",
 			[]string{LabelNamespace, LabelGlance}, nil),
+		paused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "glance_paused"),
+			"1 while the annotation "+v1alpha1.AnnotationPaused+` is "true" on the Glance, so that the operator changes nothing of it; else 0.`,
+			[]string{LabelNamespace, LabelGlance}, nil),
 	}
 }
 
@@ -79,6 +83,7 @@ func (s *GlanceState) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.info
 	ch <- s.created
 	ch <- s.purgeInterval
+	ch <- s.paused
 }
 
 // Collect implements prometheus.Collector.
@@ -104,6 +109,11 @@ func (s *GlanceState) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(s.info, prometheus.GaugeValue, 1, g.Namespace, g.Name,
 			g.Status.InstalledRelease, g.Status.TargetRelease, string(g.Status.UpgradePhase), string(release.LaunchModeOf(g.Spec.OpenStackRelease)))
 		ch <- prometheus.MustNewConstMetric(s.created, prometheus.GaugeValue, float64(g.CreationTimestamp.Unix()), g.Namespace, g.Name)
+		paused := 0.0
+		if g.Paused() {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.paused, prometheus.GaugeValue, paused, g.Namespace, g.Name)
 		if schedule, suspended := render.DBPurgeSchedule(g); !suspended {
 			if interval, ok := s.intervals.of(schedule); ok {
 				ch <- prometheus.MustNewConstMetric(s.purgeInterval, prometheus.GaugeValue, interval.Seconds(), g.Namespace, g.Name)

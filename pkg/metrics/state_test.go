@@ -69,13 +69,32 @@ glance_operator_glance_info{glance="glance",installed_release="",launch_mode="ev
 		t.Fatal(err)
 	}
 
+	// The other Glance is paused.
+	paused := stateGlance("other", "glance", "2025.2", v1alpha1.GlanceStatus{})
+	if err := reader.Get(t.Context(), client.ObjectKeyFromObject(paused), paused); err != nil {
+		t.Fatal(err)
+	}
+	paused.Annotations = map[string]string{v1alpha1.AnnotationPaused: "true"}
+	if err := reader.Update(t.Context(), paused); err != nil {
+		t.Fatal(err)
+	}
+	wantPaused := `
+# HELP glance_operator_glance_paused 1 while the annotation glance.openstack.c5c3.io/paused is "true" on the Glance, so that the operator changes nothing of it; else 0.
+# TYPE glance_operator_glance_paused gauge
+glance_operator_glance_paused{glance="glance",namespace="openstack"} 0
+glance_operator_glance_paused{glance="glance",namespace="other"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantPaused), "glance_operator_glance_paused"); err != nil {
+		t.Fatal(err)
+	}
+
 	m.TargetClusters.Set("region-a", false)
 	if n, err := testutil.GatherAndCount(reg, "glance_operator_target_clusters"); err != nil || n != 1 {
 		t.Errorf("the leader exports %d target cluster series (%v), want 1", n, err)
 	}
 
 	leader = false
-	if n, err := testutil.GatherAndCount(reg, "glance_operator_glance_condition", "glance_operator_glance_info", "glance_operator_target_clusters"); err != nil || n != 0 {
+	if n, err := testutil.GatherAndCount(reg, "glance_operator_glance_condition", "glance_operator_glance_info", "glance_operator_glance_paused", "glance_operator_target_clusters"); err != nil || n != 0 {
 		t.Errorf("a standby exports %d state series (%v), want none", n, err)
 	}
 }

@@ -63,6 +63,11 @@ type Step[T Object, S any] struct {
 	Run         StepFunc[T, S]
 }
 
+// Hold is what a held aggregate says: see Pipeline.Hold.
+type Hold struct {
+	Reason, Message string
+}
+
 // Stage is one step, or a group of steps run concurrently (Parallel).
 type Stage[T Object, S any] struct {
 	steps    []Step[T, S]
@@ -123,6 +128,15 @@ type Pipeline[T Object, S any] struct {
 	// Detail, when set, adds a few words to a not-True sub-condition's entry
 	// in the aggregate's message, such as the attempt of a retried Job.
 	Detail func(obj T, c metav1.Condition) string
+	// Hold, when set, replaces the aggregate's recomputation: the aggregate
+	// keeps its status (Unknown when it has none) and takes Hold's reason
+	// and message. A table whose steps change nothing on purpose, such as
+	// a paused object's, says so there.
+	Hold *Hold
+	// Stored, when set, hears each pass whose status is stored (written,
+	// or unchanged) with the object as the pass received it and as stored:
+	// a transition seen there is announced once.
+	Stored func(ctx context.Context, before, after T)
 	// StepFailed, when set, hears each step error that gives the step's
 	// condition its FailureReason, when the condition did not have that
 	// reason as the step started, with the reason and message: the
@@ -154,6 +168,9 @@ func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, 
 	writeErr := p.writeStatus(ctx, obj, base)
 	if writeErr == nil {
 		deferred.run()
+		if p.Stored != nil {
+			p.Stored(ctx, base, obj)
+		}
 	}
 	if err := errors.Join(runErr, writeErr); err != nil {
 		return ctrl.Result{}, err

@@ -1060,3 +1060,58 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("Of a forgotten key = %d, want 0", got)
 	}
 }
+
+// TestHoldKeepsTheAggregatesStatus: a held pipeline gives the aggregate the
+// hold's reason and message and keeps its status, whatever the
+// sub-conditions say; Stored hears the pass before and as stored, and only
+// when the status is stored.
+func TestHoldKeepsTheAggregatesStatus(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: "Preset", LastTransitionTime: metav1.Now()}
+	}
+	for _, tc := range []struct {
+		name   string
+		preset []metav1.Condition
+		want   metav1.ConditionStatus
+	}{
+		{"True stays True with a False sub-condition", []metav1.Condition{cond(ready, "True"), cond(condA, "False")}, metav1.ConditionTrue},
+		{"False stays False with every sub-condition True", []metav1.Condition{cond(ready, "False"), cond(condA, "True"), cond(condB, "True"), cond(condC, "True")}, metav1.ConditionFalse},
+		{"none is Unknown", nil, metav1.ConditionUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, newGlance(tc.preset...))
+			e.p.Hold = &pipeline.Hold{Reason: "Held", Message: "held on purpose"}
+			var heard [][2]string
+			e.p.Stored = func(_ context.Context, before, after glance) {
+				reason := func(g glance) string {
+					if c := meta.FindStatusCondition(g.Status.Conditions, ready); c != nil {
+						return c.Reason
+					}
+					return ""
+				}
+				heard = append(heard, [2]string{reason(before), reason(after)})
+			}
+			if _, _, _, err := e.run(t); err != nil {
+				t.Fatal(err)
+			}
+			c := wantCondition(t, e.get(t), ready, tc.want, "Held")
+			if c.Message != "held on purpose" {
+				t.Errorf("Ready message %q", c.Message)
+			}
+			before := ""
+			if len(tc.preset) > 0 {
+				before = "Preset"
+			}
+			if want := [][2]string{{before, "Held"}}; !slices.Equal(heard, want) {
+				t.Errorf("Stored heard %v, want %v", heard, want)
+			}
+			// A second pass changes nothing and is heard as stored.
+			if _, _, _, err := e.run(t); err != nil {
+				t.Fatal(err)
+			}
+			if len(heard) != 2 || heard[1] != [2]string{"Held", "Held"} {
+				t.Errorf("Stored heard %v after an unchanged pass", heard)
+			}
+		})
+	}
+}

@@ -13,11 +13,18 @@ import (
 )
 
 // finishStatus recomputes the aggregate condition, exactly the AND of the
-// sub-conditions, and stamps obj's generation on the status and on the
-// aggregate. A step error leaves its condition False (see
+// sub-conditions (or holds it, see Hold), and stamps obj's generation on
+// the status and on the aggregate. A step error leaves its condition False (see
 // Step.FailureReason), so the aggregate never vouches for a failed pass.
 func (p *Pipeline[T, S]) finishStatus(obj T) {
-	if p.Aggregate != "" {
+	switch {
+	case p.Aggregate != "" && p.Hold != nil:
+		status := metav1.ConditionUnknown
+		if c := meta.FindStatusCondition(obj.GetConditions(), p.Aggregate); c != nil {
+			status = c.Status
+		}
+		SetCondition(obj, p.Aggregate, status, p.Hold.Reason, p.Hold.Message)
+	case p.Aggregate != "":
 		notTrue := p.notTrue(obj)
 		if len(notTrue) == 0 {
 			SetCondition(obj, p.Aggregate, metav1.ConditionTrue, ReasonAllReady,

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -61,6 +62,7 @@ type Reconciler struct {
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	paused     *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	written    pipeline.WrittenVersions
 	progress   pipeline.Progress
 }
@@ -141,6 +143,11 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 		return r.finalize(ctx, g, cluster, resolveErr)
 	}
 	r.Metrics.TrackGlance(g.Namespace, g.Name)
+	if g.Paused() {
+		// No step runs: nothing of the Glance changes, not even its
+		// finalizer; only Ready says why.
+		return r.paused.Run(ctx, g, &pass{r: r, cluster: cluster})
+	}
 	p := &pass{r: r, cluster: cluster}
 	if resolveErr != nil {
 		// Nothing is created anywhere and no finalizer is taken: there is
@@ -163,6 +170,28 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 		return ctrl.Result{}, err
 	}
 	return r.pipeline.Run(ctx, g, p)
+}
+
+// pausedMessage is Ready's message while AnnotationPaused holds a Glance.
+var pausedMessage = "Paused by the annotation " + v1alpha1.AnnotationPaused + `="true": the operator changes nothing of this Glance until it is removed; Ready keeps the status it had.`
+
+// announcePause announces a Glance's pause and its end once each, when the
+// status that records it (Ready's reason) is stored.
+func (r *Reconciler) announcePause(_ context.Context, before, after *v1alpha1.Glance) {
+	was, is := readyReason(before) == v1alpha1.ReasonPaused, readyReason(after) == v1alpha1.ReasonPaused
+	switch {
+	case is && !was:
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, v1alpha1.ReasonPaused, "Pause", "%s", pausedMessage)
+	case was && !is:
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, v1alpha1.EventResumed, "Resume", "%s was removed: the operator reconciles this Glance again", v1alpha1.AnnotationPaused)
+	}
+}
+
+func readyReason(g *v1alpha1.Glance) string {
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 // targetUnavailable reports an unresolvable targetClusterRef ahead of every

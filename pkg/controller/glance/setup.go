@@ -66,9 +66,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
 			Metrics: r.Metrics.Reconcile, Status: r.Client.Status(), StepFailed: stepFailed, Detail: readyDetail,
+			Stored: r.announcePause,
 		}
 	}
-	r.pipeline, r.unresolved, r.refused = stages(Steps), stages(unresolvedSteps), stages(refusedSteps)
+	r.pipeline, r.unresolved, r.refused, r.paused = stages(Steps), stages(unresolvedSteps), stages(refusedSteps), stages(nil)
+	r.paused.Hold = &pipeline.Hold{Reason: v1alpha1.ReasonPaused, Message: pausedMessage}
 
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("glance").
