@@ -567,10 +567,13 @@ func TestConcurrently(t *testing.T) {
 	}
 }
 
+// preset is a condition a Glance holds as a pass starts.
+func preset(typ string, s metav1.ConditionStatus) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: s, Reason: "Preset", LastTransitionTime: metav1.Now()}
+}
+
 func TestReadyAggregation(t *testing.T) {
-	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
-		return metav1.Condition{Type: typ, Status: s, Reason: "Preset", LastTransitionTime: metav1.Now()}
-	}
+	cond := preset
 	for _, tc := range []struct {
 		name        string
 		preset      []metav1.Condition
@@ -1066,9 +1069,7 @@ func TestProgress(t *testing.T) {
 // sub-conditions say; Stored hears the pass before and as stored, and only
 // when the status is stored.
 func TestHoldKeepsTheAggregatesStatus(t *testing.T) {
-	cond := func(typ string, s metav1.ConditionStatus) metav1.Condition {
-		return metav1.Condition{Type: typ, Status: s, Reason: "Preset", LastTransitionTime: metav1.Now()}
-	}
+	cond := preset
 	for _, tc := range []struct {
 		name   string
 		preset []metav1.Condition
