@@ -4,6 +4,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -42,6 +44,11 @@ type Options struct {
 	// LeaderElection makes one replica of several the active one.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// LeaseDuration is how long a standby waits before it takes a lease
+	// its leader stopped renewing; RenewDeadline how long the leader tries
+	// to renew before it stops leading; RetryPeriod how often either
+	// tries. Zero takes the Default ones.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// MaxConcurrentReconciles per controller.
 	MaxConcurrentReconciles int
 	// CoalesceEvents holds each watch event this long in a controller's
@@ -107,9 +114,35 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// The leader election's timings unless set: client-go's usual ones.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// leaderElectionTimings are o's timings with the defaults filled in, or why
+// client-go's leader election would refuse them, by their flags' names.
+func leaderElectionTimings(o Options) (lease, renew, retry time.Duration, err error) {
+	lease, renew, retry = cmp.Or(o.LeaseDuration, DefaultLeaseDuration), cmp.Or(o.RenewDeadline, DefaultRenewDeadline), cmp.Or(o.RetryPeriod, DefaultRetryPeriod)
+	switch {
+	case lease < 0 || renew < 0 || retry < 0:
+		err = fmt.Errorf("--leader-elect-lease-duration (%s), --leader-elect-renew-deadline (%s) and --leader-elect-retry-period (%s) must be positive", lease, renew, retry)
+	case lease <= renew:
+		err = fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)", lease, renew)
+	case float64(renew) <= leaderelection.JitterFactor*float64(retry):
+		err = fmt.Errorf("--leader-elect-renew-deadline (%s) must be longer than %.1f times --leader-elect-retry-period (%s)", renew, leaderelection.JitterFactor, retry)
+	}
+	return lease, renew, retry, err
+}
+
 // New builds the manager with both controllers.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	lease, renew, retry, err := leaderElectionTimings(o)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +164,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaseDuration:           &lease,
+		RenewDeadline:           &renew,
+		RetryPeriod:             &retry,
 		// A new leader takes over at once after a clean shutdown.
 		LeaderElectionReleaseOnCancel: true,
 		// A clean stop is not an error (see withoutStopErrors).

@@ -47,6 +47,9 @@ var Matrix = []Install{
 		"dashboard":      map[string]any{"enabled": true},
 	}}},
 	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
+	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
+		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
+	}}}},
 	{"target-cluster-rbac", map[string]any{"targetCluster": map[string]any{"rbac": true}}},
 	{"webhook-network-policy", map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{
 		"enabled":        true,

@@ -161,7 +161,11 @@ func TestWorkloads(t *testing.T) {
 
 			manager := decode[appsv1.Deployment](t, mustGet(t, r, "Deployment", managerName))
 			args := manager.Spec.Template.Spec.Containers[0].Args
-			for _, want := range []string{"--leader-elect=true", "--leader-election-namespace=" + Namespace, "--operator-namespace=" + Namespace, "--cluster-domain=cluster.local"} {
+			timings := []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"}
+			if name == "leader-election-timings" {
+				timings = []string{"--leader-elect-lease-duration=1m", "--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=5s"}
+			}
+			for _, want := range append([]string{"--leader-elect=true", "--leader-election-namespace=" + Namespace, "--operator-namespace=" + Namespace, "--cluster-domain=cluster.local"}, timings...) {
 				if !slices.Contains(args, want) {
 					t.Errorf("manager args %v lack %s", args, want)
 				}
