@@ -47,6 +47,7 @@ var Matrix = []Install{
 		"dashboard":      map[string]any{"enabled": true},
 	}}},
 	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
+	{"common-labels", map[string]any{"commonLabels": map[string]any{"team": "storage", "example.com/cost-center": "42"}}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},

@@ -41,6 +41,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: glance-operator
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The extra labels of a component's pods: include with (list $ .Values.manager.podLabels); the pod's own win. */}}
+{{- define "glance-operator.podLabels" -}}
+{{- $ := index . 0 -}}
+{{- with merge (dict) (index . 1) $.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Selector labels of a component: include with (list $ "manager"). */}}
