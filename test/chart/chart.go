@@ -48,6 +48,16 @@ var Matrix = []Install{
 	}}},
 	{"single-replica", map[string]any{"manager": map[string]any{"replicas": 1}, "webhook": map[string]any{"replicas": 1}}},
 	{"common-labels", map[string]any{"commonLabels": map[string]any{"team": "storage", "example.com/cost-center": "42"}}},
+	{"platform-overrides", map[string]any{
+		"global": map[string]any{"imageRegistry": "mirror.example.com/ghcr", "imagePullSecrets": []any{map[string]any{"name": "mirror-pull"}}},
+		"manager": map[string]any{
+			"imagePullSecrets":  []any{map[string]any{"name": "manager-pull"}},
+			"envFrom":           []any{map[string]any{"configMapRef": map[string]any{"name": "proxy-env"}}},
+			"extraVolumes":      []any{map[string]any{"name": "ca", "configMap": map[string]any{"name": "corporate-ca"}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": true}},
+		},
+		"webhook": map[string]any{"hostNetwork": true, "port": 10260},
+	}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},

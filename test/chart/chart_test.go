@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -170,7 +171,11 @@ func TestWorkloads(t *testing.T) {
 					t.Errorf("manager args %v lack %s", args, want)
 				}
 			}
-			if img := manager.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/c5c3/glance-operator:0.1.0" {
+			registry := "ghcr.io"
+			if name == "platform-overrides" {
+				registry = "mirror.example.com/ghcr"
+			}
+			if img := manager.Spec.Template.Spec.Containers[0].Image; img != registry+"/c5c3/glance-operator:0.1.0" {
 				t.Errorf("manager image = %q, want the repository at the chart's appVersion", img)
 			}
 			wantReplicas := int32(2)
@@ -183,7 +188,7 @@ func TestWorkloads(t *testing.T) {
 
 			wh := decode[appsv1.Deployment](t, mustGet(t, r, "Deployment", webhookName))
 			pod := wh.Spec.Template.Spec
-			if img := pod.Containers[0].Image; img != "ghcr.io/c5c3/glance-webhook:0.1.0" {
+			if img := pod.Containers[0].Image; img != registry+"/c5c3/glance-webhook:0.1.0" {
 				t.Errorf("webhook image = %q", img)
 			}
 			certDir := ""
@@ -225,8 +230,12 @@ func TestWorkloads(t *testing.T) {
 					httpsPort = p.ContainerPort
 				}
 			}
-			if httpsPort != 9443 || !slices.Contains(pod.Containers[0].Args, "--port=9443") {
-				t.Errorf("webhook listens on %d (args %v), want 9443", httpsPort, pod.Containers[0].Args)
+			wantPort := int32(9443)
+			if name == "platform-overrides" {
+				wantPort = 10260
+			}
+			if httpsPort != wantPort || !slices.Contains(pod.Containers[0].Args, fmt.Sprintf("--port=%d", wantPort)) {
+				t.Errorf("webhook listens on %d (args %v), want %d", httpsPort, pod.Containers[0].Args, wantPort)
 			}
 		})
 	}

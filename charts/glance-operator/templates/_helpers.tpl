@@ -71,10 +71,19 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "glance-operator.image" -}}
 {{- $ := index . 0 -}}
 {{- $image := index . 1 }}
+{{- $repository := $image.repository }}
+{{- with $.Values.global.imageRegistry }}
+{{- $path := splitList "/" $repository }}
+{{- $first := first $path }}
+{{- if and (gt (len $path) 1) (or (contains "." $first) (contains ":" $first) (eq "localhost" $first)) }}
+{{- $path = rest $path }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) (join "/" $path) }}
+{{- end }}
 {{- if $image.digest }}
-{{- printf "%s@%s" $image.repository $image.digest }}
+{{- printf "%s@%s" $repository $image.digest }}
 {{- else }}
-{{- printf "%s:%s" $image.repository (default $.Chart.AppVersion $image.tag) }}
+{{- printf "%s:%s" $repository (default $.Chart.AppVersion $image.tag) }}
 {{- end }}
 {{- end }}
 
@@ -221,4 +230,13 @@ subjects:
 {{/* The cert-manager Certificate of the webhook's serving certificate. */}}
 {{- define "glance-operator.webhook.certificateName" -}}
 {{- include "glance-operator.webhook.name" . }}-serving-cert
+{{- end }}
+
+{{/* A component's pull Secrets, the global ones first: include with (list $ .Values.manager.imagePullSecrets). */}}
+{{- define "glance-operator.imagePullSecrets" -}}
+{{- $ := index . 0 -}}
+{{- with concat $.Values.global.imagePullSecrets (index . 1) }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
