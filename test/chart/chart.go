@@ -42,7 +42,12 @@ var Matrix = []Install{
 	}}},
 	{"namespaced", map[string]any{"watchNamespace": "openstack,tenant-b"}},
 	{"monitoring", map[string]any{"monitoring": map[string]any{
-		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+		"serviceMonitor": map[string]any{
+			"enabled": true, "labels": map[string]any{"release": "prometheus"}, "annotations": map[string]any{"example.com/owner": "storage"},
+			"scrapeTimeout":     "10s",
+			"relabelings":       []any{map[string]any{"sourceLabels": []any{"__meta_kubernetes_pod_node_name"}, "targetLabel": "node"}},
+			"metricRelabelings": []any{map[string]any{"action": "drop", "sourceLabels": []any{"__name__"}, "regex": "go_gc_.*"}},
+		},
 		"prometheusRule": map[string]any{"enabled": true},
 		"dashboard":      map[string]any{"enabled": true},
 	}}},
@@ -57,6 +62,10 @@ var Matrix = []Install{
 			"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": true}},
 		},
 		"webhook": map[string]any{"hostNetwork": true, "port": 10260},
+		"extraObjects": []any{
+			map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "corporate-ca", "namespace": "{{ .Release.Namespace }}"}, "data": map[string]any{"ca.crt": "PEM"}},
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-proxy-env\n  namespace: {{ .Release.Namespace }}\ndata:\n  HTTPS_PROXY: http://proxy.example.com:3128\n",
+		},
 	}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestPlatformOverrides: an air-gapped mirror replaces both images'
@@ -55,5 +56,41 @@ func TestPlatformOverrides(t *testing.T) {
 	d := decode[appsv1.Deployment](t, mustGet(t, render(t, "defaults"), "Deployment", webhookName)).Spec.Template.Spec
 	if d.HostNetwork || d.DNSPolicy != "" || len(d.ImagePullSecrets) != 0 {
 		t.Errorf("default webhook pod: hostNetwork %v, dnsPolicy %q, pull Secrets %v", d.HostNetwork, d.DNSPolicy, d.ImagePullSecrets)
+	}
+
+	// extraObjects render, a string through tpl.
+	if ca := mustGet(t, r, "ConfigMap", "corporate-ca"); ca.GetNamespace() != Namespace {
+		t.Errorf("extraObjects object's namespace %q, want it through tpl", ca.GetNamespace())
+	}
+	if cm := mustGet(t, r, "ConfigMap", ReleaseName+"-proxy-env"); cm.Object["data"].(map[string]any)["HTTPS_PROXY"] != "http://proxy.example.com:3128" {
+		t.Errorf("extraObjects string rendered %v", cm.Object)
+	}
+}
+
+// TestServiceMonitorKnobs: the ServiceMonitors carry the annotations and
+// each endpoint the scrape timeout and both relabelings.
+func TestServiceMonitorKnobs(t *testing.T) {
+	r := render(t, "monitoring")
+	monitors := r.Select("ServiceMonitor")
+	if len(monitors) != 2 {
+		t.Fatalf("%d ServiceMonitors", len(monitors))
+	}
+	for _, sm := range monitors {
+		if sm.GetAnnotations()["example.com/owner"] != "storage" {
+			t.Errorf("ServiceMonitor %s annotations %v", sm.GetName(), sm.GetAnnotations())
+		}
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(endpoints) != 1 {
+			t.Fatalf("ServiceMonitor %s endpoints %v", sm.GetName(), endpoints)
+		}
+		ep := endpoints[0].(map[string]any)
+		relabelings, _ := ep["relabelings"].([]any)
+		metricRelabelings, _ := ep["metricRelabelings"].([]any)
+		if ep["scrapeTimeout"] != "10s" || len(relabelings) != 1 || len(metricRelabelings) != 1 {
+			t.Errorf("ServiceMonitor %s endpoint %v", sm.GetName(), ep)
+		}
+	}
+	for _, sm := range render(t, "defaults").Select("ServiceMonitor") {
+		t.Errorf("defaults render ServiceMonitor %s", sm.GetName())
 	}
 }
