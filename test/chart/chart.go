@@ -67,6 +67,10 @@ var Matrix = []Install{
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-proxy-env\n  namespace: {{ .Release.Namespace }}\ndata:\n  HTTPS_PROXY: http://proxy.example.com:3128\n",
 		},
 	}},
+	{"service-accounts", map[string]any{
+		"manager": map[string]any{"serviceAccount": map[string]any{"create": false, "name": "platform-glance-operator"}},
+		"webhook": map[string]any{"serviceAccount": map[string]any{"name": "glance-admission", "annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}}},
+	}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},

@@ -127,10 +127,18 @@ func TestWorkloads(t *testing.T) {
 			for _, component := range []string{managerName, webhookName} {
 				d := decode[appsv1.Deployment](t, mustGet(t, r, "Deployment", component))
 				pod := d.Spec.Template.Spec
-				if pod.ServiceAccountName != component {
-					t.Errorf("%s runs as ServiceAccount %q, want %q", component, pod.ServiceAccountName, component)
+				wantAccount, created := component, true
+				if name == "service-accounts" {
+					wantAccount, created = map[string]string{managerName: "platform-glance-operator", webhookName: "glance-admission"}[component], component == webhookName
 				}
-				mustGet(t, r, "ServiceAccount", pod.ServiceAccountName)
+				if pod.ServiceAccountName != wantAccount {
+					t.Errorf("%s runs as ServiceAccount %q, want %q", component, pod.ServiceAccountName, wantAccount)
+				}
+				if created {
+					mustGet(t, r, "ServiceAccount", pod.ServiceAccountName)
+				} else if r.Get("ServiceAccount", pod.ServiceAccountName) != nil {
+					t.Errorf("%s's ServiceAccount %s rendered with serviceAccount.create false", component, pod.ServiceAccountName)
+				}
 				checkRestricted(t, component, pod)
 				if len(pod.TopologySpreadConstraints) == 0 || pod.TopologySpreadConstraints[0].TopologyKey != "kubernetes.io/hostname" {
 					t.Errorf("%s is not spread across nodes: %+v", component, pod.TopologySpreadConstraints)

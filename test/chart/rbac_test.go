@@ -264,3 +264,31 @@ func TestTargetClusterRBAC(t *testing.T) {
 		t.Errorf("ClusterRole %s grants %v, want %v", name, got, want)
 	}
 }
+
+// TestServiceAccountNames: with its ServiceAccounts named by values, the
+// chart binds every role to them and to no other account.
+func TestServiceAccountNames(t *testing.T) {
+	r := render(t, "service-accounts")
+	accounts := map[string]bool{"platform-glance-operator": true, "glance-admission": true}
+	bound := map[string]bool{}
+	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
+		for _, b := range r.Select(kind) {
+			for _, s := range decode[rbacv1.RoleBinding](t, b).Subjects {
+				if s.Kind != "ServiceAccount" {
+					continue
+				}
+				bound[s.Name] = true
+				if !accounts[s.Name] {
+					t.Errorf("%s %s binds ServiceAccount %s", kind, b.GetName(), s.Name)
+				}
+			}
+		}
+	}
+	if len(bound) != 2 {
+		t.Errorf("the bindings bind %v, want both named accounts", bound)
+	}
+	sa := mustGet(t, r, "ServiceAccount", "glance-admission")
+	if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] == "" {
+		t.Errorf("the webhook's ServiceAccount lacks its annotations: %v", sa.GetAnnotations())
+	}
+}

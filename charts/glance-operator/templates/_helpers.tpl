@@ -193,7 +193,7 @@ roleRef:
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ $name }}
+    name: {{ include "glance-operator.serviceAccountName" (list $root $component) }}
     namespace: {{ $root.Release.Namespace }}
 {{- end }}
 {{- $namespacedRules := include "glance-operator.generatedRules" (dict "root" $root "file" $component "scope" "namespaced") | fromYamlArray }}
@@ -222,7 +222,7 @@ roleRef:
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ $name }}
+    name: {{ include "glance-operator.serviceAccountName" (list $root $component) }}
     namespace: {{ $root.Release.Namespace }}
 {{- end }}
 {{- end }}
@@ -239,4 +239,11 @@ subjects:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/* A component's ServiceAccount: its name, or the one values name. Include with (list $ "manager"). */}}
+{{- define "glance-operator.serviceAccountName" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- default (include (printf "glance-operator.%s.name" $component) $) (index $.Values $component).serviceAccount.name }}
 {{- end }}
