@@ -71,6 +71,10 @@ var Matrix = []Install{
 		"manager": map[string]any{"serviceAccount": map[string]any{"create": false, "name": "platform-glance-operator"}},
 		"webhook": map[string]any{"serviceAccount": map[string]any{"name": "glance-admission", "annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}}},
 	}},
+	{"disruption-budgets", map[string]any{
+		"manager": map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}},
+		"webhook": map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow"}},
+	}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},

@@ -155,6 +155,9 @@ func TestWorkloads(t *testing.T) {
 				if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 					t.Errorf("%s resources = %+v, want a CPU request and a memory limit", component, c.Resources)
 				}
+				if name == "disruption-budgets" {
+					continue // TestDisruptionBudgets
+				}
 				pdb := decode[policyv1.PodDisruptionBudget](t, mustGet(t, r, "PodDisruptionBudget", component))
 				if !reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels) {
 					t.Errorf("%s PDB selects %v, the pods carry %v", component, pdb.Spec.Selector.MatchLabels, d.Spec.Selector.MatchLabels)
@@ -339,4 +342,23 @@ func TestWebhookConfigurationsAreTheCodes(t *testing.T) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestDisruptionBudgets: a component's budget can go, or take
+// maxUnavailable and an eviction policy; minAvailable and maxUnavailable
+// together are refused.
+func TestDisruptionBudgets(t *testing.T) {
+	r := render(t, "disruption-budgets")
+	if r.Get("PodDisruptionBudget", managerName) != nil {
+		t.Error("the manager's PodDisruptionBudget rendered with podDisruptionBudget.enabled false")
+	}
+	pdb := decode[policyv1.PodDisruptionBudget](t, mustGet(t, r, "PodDisruptionBudget", webhookName)).Spec
+	if pdb.MinAvailable != nil || pdb.MaxUnavailable == nil || pdb.MaxUnavailable.String() != "50%" ||
+		pdb.UnhealthyPodEvictionPolicy == nil || *pdb.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+		t.Errorf("webhook PDB %+v", pdb)
+	}
+	_, err := Render(map[string]any{"webhook": map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": 1, "maxUnavailable": 1}}}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "webhook.podDisruptionBudget: set minAvailable or maxUnavailable, not both") {
+		t.Errorf("both set: %v", err)
+	}
 }

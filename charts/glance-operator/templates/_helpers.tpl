@@ -247,3 +247,43 @@ imagePullSecrets:
 {{- $component := index . 1 -}}
 {{- default (include (printf "glance-operator.%s.name" $component) $) (index $.Values $component).serviceAccount.name }}
 {{- end }}
+
+{{/*
+A component's PodDisruptionBudget: include with (list $ "manager"). Unset,
+more than one replica keeps one up, and a single replica may always be
+drained.
+*/}}
+{{- define "glance-operator.podDisruptionBudget" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $values := index $.Values $component -}}
+{{- $pdb := $values.podDisruptionBudget -}}
+{{- if $pdb.enabled }}
+{{- if and (ne (toString $pdb.minAvailable) "") (ne (toString $pdb.maxUnavailable) "") }}
+{{- fail (printf "%s.podDisruptionBudget: set minAvailable or maxUnavailable, not both" $component) }}
+{{- end }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include (printf "glance-operator.%s.name" $component) $ }}
+  namespace: {{ $.Release.Namespace }}
+  labels:
+    {{- include "glance-operator.componentLabels" (list $ $component) | nindent 4 }}
+spec:
+  {{- if ne (toString $pdb.minAvailable) "" }}
+  minAvailable: {{ $pdb.minAvailable }}
+  {{- else if ne (toString $pdb.maxUnavailable) "" }}
+  maxUnavailable: {{ $pdb.maxUnavailable }}
+  {{- else if gt (int $values.replicas) 1 }}
+  minAvailable: 1
+  {{- else }}
+  maxUnavailable: 1
+  {{- end }}
+  {{- with $pdb.unhealthyPodEvictionPolicy }}
+  unhealthyPodEvictionPolicy: {{ . }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "glance-operator.selectorLabels" (list $ $component) | nindent 6 }}
+{{- end }}
+{{- end }}
