@@ -75,6 +75,10 @@ var Matrix = []Install{
 		"manager": map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}},
 		"webhook": map[string]any{"podDisruptionBudget": map[string]any{"maxUnavailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow"}},
 	}},
+	{"manager-network-policy", map[string]any{"manager": map[string]any{"networkPolicy": map[string]any{
+		"enabled":     true,
+		"metricsFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+	}}}},
 	{"leader-election-timings", map[string]any{"manager": map[string]any{"leaderElection": map[string]any{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},

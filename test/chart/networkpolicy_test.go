@@ -103,3 +103,33 @@ func checkPorts(t *testing.T, rule string, ports []networkingv1.NetworkPolicyPor
 		t.Errorf("the %s rule names port %q, which the webhook's container does not declare (%v)", rule, name, declared)
 	}
 }
+
+// TestManagerNetworkPolicy: the manager's policy selects its pods alone and
+// admits the configured scrapers to the metrics port and nothing else;
+// without scrapers it admits nothing.
+func TestManagerNetworkPolicy(t *testing.T) {
+	r := render(t, "manager-network-policy")
+	np := decode[networkingv1.NetworkPolicy](t, mustGet(t, r, "NetworkPolicy", managerName))
+	selector := labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels)
+	for _, name := range []string{webhookName, managerName} {
+		d := decode[appsv1.Deployment](t, mustGet(t, r, "Deployment", name))
+		if selects := selector.Matches(labels.Set(d.Spec.Template.Labels)); selects != (name == managerName) {
+			t.Errorf("the policy selects the pods of %s: %v", name, selects)
+		}
+	}
+	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes %v, want Ingress alone", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "metrics" ||
+		len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil {
+		t.Errorf("ingress %+v, want the monitoring namespace to the metrics port alone", np.Spec.Ingress)
+	}
+
+	closed, err := Render(map[string]any{"manager": map[string]any{"networkPolicy": map[string]any{"enabled": true}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np := decode[networkingv1.NetworkPolicy](t, mustGet(t, closed, "NetworkPolicy", managerName)); len(np.Spec.Ingress) != 0 {
+		t.Errorf("without scrapers the policy admits %+v", np.Spec.Ingress)
+	}
+}
