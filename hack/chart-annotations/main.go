@@ -1,5 +1,5 @@
 // Command chart-annotations writes the Artifact Hub annotations at the end of
-// the chart's Chart.yaml (`make manifests`): the CRDs from files/crds, the
+// the chart's Chart.yaml (`make manifests`): the CRDs from their embedded home, the
 // images from values.yaml at the chart's appVersion, and the examples from
 // test/samples/glance.yaml, so that none of them is a second copy to keep
 // in step by hand.
@@ -13,13 +13,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	chartcrds "github.com/c5c3/glance-operator/charts/glance-operator/files/crds"
 )
 
 // marker starts the generated part of Chart.yaml; what comes before it is
@@ -60,7 +61,7 @@ func write(chartDir, samplesPath string) error {
 	if err != nil {
 		return err
 	}
-	crds, err := crdsOf(filepath.Join(chartDir, "files", "crds"))
+	crds, err := crdsOf()
 	if err != nil {
 		return err
 	}
@@ -112,23 +113,14 @@ func imagesOf(valuesPath, appVersion string) (string, error) {
 	return mustYAML(images), nil
 }
 
-// crdsOf describes each CRD of dir by its storage version and the first
-// sentence of its schema's description.
-func crdsOf(dir string) (string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(paths) == 0 {
-		return "", errors.Join(fmt.Errorf("no CRDs in %s", dir), err)
-	}
-	slices.Sort(paths)
+// crdsOf describes each CRD of the chart by its storage version and the
+// first sentence of its schema's description.
+func crdsOf() (string, error) {
 	var crds []map[string]string
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return "", err
-		}
+	for _, b := range [][]byte{chartcrds.GlanceBackend, chartcrds.Glance} {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.Unmarshal(b, &crd); err != nil {
-			return "", fmt.Errorf("%s: %w", p, err)
+			return "", err
 		}
 		for _, v := range crd.Spec.Versions {
 			if !v.Storage {

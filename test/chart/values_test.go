@@ -388,3 +388,20 @@ func TestImagesAreWhatMakeImagesBuilds(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationsAreChecked: every duration value takes the schema's one
+// duration rule; an optional one may be empty.
+func TestDurationsAreChecked(t *testing.T) {
+	for _, values := range []map[string]any{
+		{"manager": map[string]any{"leaderElection": map[string]any{"leaseDuration": "soon"}}},
+		{"webhook": map[string]any{"certManager": map[string]any{"duration": "90 days"}}},
+		{"monitoring": map[string]any{"serviceMonitor": map[string]any{"scrapeTimeout": "fast"}}},
+	} {
+		if _, err := Render(values, Options{}); err == nil {
+			t.Errorf("values %v rendered; want the duration refused", values)
+		}
+	}
+	if _, err := Render(map[string]any{"monitoring": map[string]any{"serviceMonitor": map[string]any{"scrapeTimeout": "", "interval": "1m30s"}}}, Options{}); err != nil {
+		t.Errorf("an empty scrapeTimeout and a 1m30s interval: %v", err)
+	}
+}

@@ -155,6 +155,17 @@ func TestKubectlExplain(t *testing.T) {
 	}
 }
 
+// setStatus writes status to obj through the status subresource.
+func setStatus(t *testing.T, obj *unstructured.Unstructured, status map[string]any) {
+	t.Helper()
+	if err := unstructured.SetNestedField(obj.Object, status, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Status().Update(context.Background(), obj); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+}
+
 func TestPrinterColumns(t *testing.T) {
 	ctx := context.Background()
 	g := glance("printed")
@@ -170,12 +181,7 @@ func TestPrinterColumns(t *testing.T) {
 			"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(1),
 		}},
 	}
-	if err := unstructured.SetNestedField(g.Object, status, "status"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Status().Update(ctx, g); err != nil {
-		t.Fatalf("status update: %v", err)
-	}
+	setStatus(t, g, status)
 	out := kubectl(t, "get", "gl", "printed", "-n", namespace)
 	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	if !slices.Equal(header, []string{"NAME", "READY", "RELEASE", "PHASE", "ENDPOINT", "AGE"}) {
@@ -216,12 +222,7 @@ func TestPrinterColumns(t *testing.T) {
 		"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "CredentialsReady: WaitingForCredentials.",
 		"lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": int64(1),
 	}}}
-	if err := unstructured.SetNestedField(b.Object, backendStatus, "status"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Status().Update(ctx, b); err != nil {
-		t.Fatalf("status update: %v", err)
-	}
+	setStatus(t, b, backendStatus)
 	out = kubectl(t, "get", "glb", "printed", "-n", namespace, "-o", "wide")
 	header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
 	if !slices.Equal(header, []string{"NAME", "READY", "TYPE", "DEFAULT", "GLANCE", "AGE", "MESSAGE"}) {
