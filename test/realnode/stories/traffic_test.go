@@ -54,19 +54,26 @@ func (s *scene) traffic(t *testing.T) *traffic {
 	}
 	tr := &traffic{stats: fmt.Sprintf("http://%s:%d/stats", ready.Status.PodIP, trafficPort)}
 	// The client's first requests fetch a token and warm both sides up; on
-	// a loaded node they take seconds. Wait for a few to end, all served.
+	// a loaded node they take seconds.
+	tr.served(t, "traffic before the story", start)
+	s.tr = tr
+	return tr
+}
+
+// served waits until a few requests started since from have ended, and
+// fails the test unless all of them were served.
+func (tr *traffic) served(t *testing.T, what string, from time.Time) {
+	t.Helper()
 	var st glanceclient.Stats
 	for deadline := time.Now().Add(time.Minute); ; {
 		time.Sleep(time.Second)
-		if st = tr.window(t, start, time.Now()); st.Failed > 0 || st.Requests >= 3 || time.Now().After(deadline) {
+		if st = tr.window(t, from, time.Now()); st.Failed > 0 || st.Requests >= 3 || time.Now().After(deadline) {
 			break
 		}
 	}
 	if st.Requests < 3 || st.Failed > 0 {
-		t.Fatalf("traffic before the story, %s after its pod was created: %+v", time.Since(start).Round(time.Second), st)
+		t.Fatalf("%s, %s after %s: %+v", what, time.Since(from).Round(time.Second), from.Format(time.TimeOnly), st)
 	}
-	s.tr = tr
-	return tr
 }
 
 // window is what the traffic saw of the requests it started between from
