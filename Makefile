@@ -52,6 +52,7 @@ test-prerequisites:
 mod-download:
 	$(GO) mod download
 	cd test/monitoring && $(GO) mod download
+	cd hack/tools/chart-docs && $(GO) mod download
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
 # a Debian root, or root to make a test host, and the tests that need one in
@@ -81,7 +82,7 @@ CHART_FILES := charts/glance-operator/files
 MONITORING_API := github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1
 
 .PHONY: manifests
-manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations, Grafana dashboard and Artifact Hub annotations, and the test CRDs of prometheus-operator.
+manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations, Grafana dashboard, Artifact Hub annotations, values schema and values table, and the test CRDs of prometheus-operator.
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=$(CHART_FILES)/crds
 	$(GO) tool controller-gen rbac:roleName=glance-operator-manager paths="{./pkg/controller/...,./pkg/operator/...}" \
 		output:rbac:artifacts:config=$(CHART_FILES)/rbac/manager
@@ -90,11 +91,23 @@ manifests: ## Generate the chart's CRDs, RBAC roles, webhook configurations, Gra
 	$(GO) run ./hack/webhook-manifests -out $(CHART_FILES)/webhook-configurations.yaml
 	$(GO) run ./hack/dashboard -out $(CHART_FILES)/grafana-dashboard.json
 	$(GO) run ./hack/chart-annotations -chart charts/glance-operator -samples test/samples/glance.yaml
+	$(MAKE) --no-print-directory chart-docs
 	@# Only ServiceMonitor and PrometheusRule are used; the package holds seven kinds.
 	tmp=$$(mktemp -d) && $(GO) tool controller-gen crd:maxDescLen=0 paths=$(MONITORING_API) output:crd:artifacts:config=$$tmp && \
 		mkdir -p test/crds/prometheus-operator && \
 		cp $$tmp/monitoring.coreos.com_servicemonitors.yaml $$tmp/monitoring.coreos.com_prometheusrules.yaml test/crds/prometheus-operator/ && \
 		rm -rf $$tmp
+
+CHART_DOCS := $(GO) tool -modfile=$(CURDIR)/hack/tools/chart-docs/go.mod
+
+.PHONY: chart-docs
+chart-docs: ## Generate the chart's values.schema.json and its README's values table from the annotated values.yaml.
+	@# Objects are closed unless values.yaml's @schema annotation opens them;
+	@# the shared rules in schemas/ are bundled into $$defs.
+	@cd charts/glance-operator && out=$$($(CHART_DOCS) helm-values-schema-json --values values.yaml --output values.schema.json \
+		--indent 2 --no-additional-properties --no-default-global --use-helm-docs \
+		--bundle --bundle-without-id --bundle-root . --schema-root.title "glance-operator chart values" 2>&1) || { echo "$$out" >&2; exit 1; }
+	$(CHART_DOCS) helm-docs --chart-search-root charts/glance-operator --sort-values-order file --log-level warning
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fails when a generated file (deepcopy, CRDs, RBAC, webhook configurations, the
-# chart's Artifact Hub annotations) differs from what
+# chart's Artifact Hub annotations, values schema and values table) differs from what
 # `make generate manifests` produces now. It regenerates in place, so after a
 # failure the tree holds the fresh files: review and commit them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-generated=(api/v1alpha1/zz_generated.deepcopy.go charts/glance-operator/files charts/glance-operator/Chart.yaml test/crds/prometheus-operator)
+generated=(api/v1alpha1/zz_generated.deepcopy.go charts/glance-operator/files charts/glance-operator/Chart.yaml
+  charts/glance-operator/values.schema.json charts/glance-operator/README.md test/crds/prometheus-operator)
 snapshot() { find "${generated[@]}" -type f -print0 | sort -z | xargs -0 sha256sum; }
 
 before=$(snapshot)

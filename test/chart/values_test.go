@@ -60,6 +60,14 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"wrong enum":        {map[string]any{"manager": map[string]any{"logFormat": "xml"}}, "/manager/logFormat"},
 		"zero replicas":     {map[string]any{"webhook": map[string]any{"replicas": 0}}, "/webhook/replicas"},
 		"bad issuer kind":   {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "x", "kind": "Vault"}}}}, "/webhook/certManager/issuerRef/kind"},
+		// Rules bundled from schemas/ into $defs.
+		"reserved common label":    {map[string]any{"commonLabels": map[string]any{"app.kubernetes.io/name": "x"}}, "/commonLabels"},
+		"pull Secret without name": {map[string]any{"manager": map[string]any{"imagePullSecrets": []any{map[string]any{}}}}, "/manager/imagePullSecrets/0"},
+		"mount without a path":     {map[string]any{"webhook": map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x"}}}}, "/webhook/extraVolumeMounts/0"},
+		"address for a CIDR":       {map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{"apiServerCIDRs": []any{"10.0.0.1"}}}}, "/webhook/networkPolicy/apiServerCIDRs/0"},
+		"unknown resources key":    {map[string]any{"manager": map[string]any{"resources": map[string]any{"limit": map[string]any{}}}}, "/manager/resources"},
+		"unknown issuerRef key":    {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "x", "namespace": "y"}}}}, "/webhook/certManager/issuerRef"},
+		"number as extra object":   {map[string]any{"extraObjects": []any{1}}, "/extraObjects/0"},
 	} {
 		_, err := Render(c.values, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -70,6 +78,40 @@ func TestValuesSchemaRejects(t *testing.T) {
 	_, err := Render(map[string]any{"webhook": map[string]any{"certManager": map[string]any{"enabled": false}}}, Options{})
 	if err == nil || !strings.Contains(err.Error(), "webhook.tls.secretName is required") {
 		t.Errorf("cert-manager off without a Secret: render error = %v", err)
+	}
+}
+
+// TestValuesSchemaAccepts renders values that reach into every object the
+// schema leaves open, as Kubernetes defines it: a schema that closed one
+// would refuse them.
+func TestValuesSchemaAccepts(t *testing.T) {
+	component := func() map[string]any {
+		return map[string]any{
+			"tolerations":               []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "control-plane", "effect": "NoSchedule"}},
+			"affinity":                  map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "role", "operator": "In", "values": []any{"cp"}}}}}}}},
+			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}},
+			"nodeSelector":              map[string]any{"kubernetes.io/os": "linux"},
+			"podSecurityContext":        map[string]any{"runAsNonRoot": true, "supplementalGroups": []any{1000}},
+			"securityContext":           map[string]any{"allowPrivilegeEscalation": false, "privileged": false, "procMount": "Default"},
+			"resources":                 map[string]any{"requests": map[string]any{"cpu": "1", "ephemeral-storage": "1Gi"}, "limits": map[string]any{"memory": "1Gi"}},
+			"extraEnv":                  []any{map[string]any{"name": "X", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}}},
+			"envFrom":                   []any{map[string]any{"configMapRef": map[string]any{"name": "env"}}},
+			"extraVolumes":              []any{map[string]any{"name": "extra", "configMap": map[string]any{"name": "extra"}}},
+			"extraVolumeMounts":         []any{map[string]any{"name": "extra", "mountPath": "/extra", "readOnly": true}},
+			"podDisruptionBudget":       map[string]any{"maxUnavailable": 1},
+		}
+	}
+	webhook := component()
+	webhook["namespaceSelector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": "team", "operator": "Exists"}}}
+	webhook["certManager"] = map[string]any{"issuerRef": map[string]any{"name": "ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}}
+	values := map[string]any{
+		"manager":      component(),
+		"webhook":      webhook,
+		"commonLabels": map[string]any{"team": "platform"},
+		"extraObjects": []any{"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"},
+	}
+	if _, err := Render(values, Options{}); err != nil {
+		t.Fatalf("render: %v", err)
 	}
 }
 
@@ -84,10 +126,12 @@ func TestKubeVersionFloor(t *testing.T) {
 	}
 }
 
-// TestReadmeValuesTable holds the chart README's table to values.yaml: each
-// row's default is the value there, and every value is documented by a row
-// (its own or an ancestor's).
-func TestReadmeValuesTable(t *testing.T) {
+// TestEveryValueIsDocumented holds the chart README's generated table to
+// values.yaml: every value has a row (its own or an ancestor's) that
+// describes it. helm-docs writes a row without a description for a value
+// without a "# --" comment, and for one whose comment it misreads (a
+// space before "--" inside the text makes it a key).
+func TestEveryValueIsDocumented(t *testing.T) {
 	dir, err := Dir()
 	if err != nil {
 		t.Fatal(err)
@@ -104,30 +148,16 @@ func TestReadmeValuesTable(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &values); err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `([^`]+)` \\| ([a-z]+) \\| `(.*)` \\| (.+) \\|$")
+	row := regexp.MustCompile("^\\| ([A-Za-z0-9.]+) \\| ([a-z]+) \\| `.*` \\| (.*) \\|$")
 	documented := map[string]bool{}
 	for _, line := range strings.Split(string(readme), "\n") {
 		m := row.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		key, typ, def := m[1], m[2], m[3]
-		documented[key] = true
-		v, ok := lookup(values, key)
-		if !ok {
-			t.Errorf("README documents %s, which values.yaml does not have", key)
-			continue
-		}
-		var want any
-		if err := json.Unmarshal([]byte(def), &want); err != nil {
-			t.Errorf("README default of %s is not JSON: %s", key, def)
-			continue
-		}
-		if !reflect.DeepEqual(normalize(v), normalize(want)) {
-			t.Errorf("README says %s defaults to %s; values.yaml has %s", key, def, toJSON(v))
-		}
-		if got := typeName(v); got != typ {
-			t.Errorf("README says %s is a %s; values.yaml holds a %s", key, typ, got)
+		documented[m[1]] = true
+		if strings.TrimSpace(m[3]) == "" {
+			t.Errorf("README's row of %s has no description: give it a \"# --\" comment in values.yaml", m[1])
 		}
 	}
 	if len(documented) == 0 {
@@ -142,20 +172,6 @@ func TestReadmeValuesTable(t *testing.T) {
 			t.Errorf("values.yaml key %s is missing from the README's table", leaf)
 		}
 	}
-}
-
-func lookup(values map[string]any, key string) (any, bool) {
-	var v any = values
-	for _, k := range strings.Split(key, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[k]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
 }
 
 func leaves(v any, prefix string) []string {
@@ -179,28 +195,6 @@ func parent(key string) string {
 		return key[:i]
 	}
 	return ""
-}
-
-func normalize(v any) any {
-	b, _ := json.Marshal(v)
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case bool:
-		return "bool"
-	case int, int64, float64:
-		return "int"
-	case []any:
-		return "list"
-	default:
-		return "object"
-	}
 }
 
 func TestCRDsAreTheGenerated(t *testing.T) {
