@@ -31,6 +31,13 @@ const (
 	// EventResumed: AnnotationPaused was removed and the operator
 	// reconciles the Glance again (ReasonPaused announced the pause).
 	EventResumed = "Resumed"
+	// A database password rotation of a managed Glance: the other user
+	// slot's user is made with the new password, the pods roll onto it
+	// once it is Ready, and the old user is dropped once none connects as
+	// it. The notes name the users, never a password.
+	EventDatabaseUserCreating = "DatabaseUserCreating"
+	EventDatabaseUserSwitched = "DatabaseUserSwitched"
+	EventDatabaseUserDropped  = "DatabaseUserDropped"
 )
 
 // EventReasons are the reasons of every event the operator emits: the
@@ -40,6 +47,7 @@ const (
 var EventReasons = []string{
 	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
 	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted, ReasonPaused, EventResumed,
+	EventDatabaseUserCreating, EventDatabaseUserSwitched, EventDatabaseUserDropped,
 	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
 	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
 	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed,

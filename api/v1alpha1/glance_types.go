@@ -379,7 +379,9 @@ type CacheSpec struct {
 
 // ServiceUserSpec is the Keystone user glance-api authenticates as.
 type ServiceUserSpec struct {
-	// username of the service user.
+	// username of the service user. A "username" key in the service-user
+	// Secret takes its place, so a source that rotates by alternating two
+	// Keystone users switches the user and its password at once.
 	// +optional
 	// +kubebuilder:default=glance
 	// +kubebuilder:validation:MinLength=1

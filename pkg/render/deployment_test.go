@@ -539,9 +539,13 @@ func TestSecurityContext(t *testing.T) {
 				t.Errorf("%s/%s: no writable /tmp", what, c.Name)
 			}
 			// The env of every container that runs glance code.
+			// The service user is the Secret's when it names one.
+			username := secretEnv("OS_KEYSTONE_AUTHTOKEN__USERNAME", "glance-service-user", "username")
+			username.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
 			wantEnv := []corev1.EnvVar{
 				secretEnv("OS_DATABASE__CONNECTION", "glance-db-connection", "connection"),
 				secretEnv("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "glance-service-user", "password"),
+				username,
 			}
 			if !reflect.DeepEqual(c.Env, wantEnv) {
 				t.Errorf("%s/%s: env %+v", what, c.Name, c.Env)

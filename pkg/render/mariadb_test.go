@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/database"
 )
 
 func TestDatabaseObjects(t *testing.T) {
@@ -13,41 +14,50 @@ func TestDatabaseObjects(t *testing.T) {
 	g.Spec.Database.ClusterRef = &v1alpha1.LocalObjectReference{Name: "mariadb"}
 	g.Spec.Database.Database = "glance"
 
-	objs := DatabaseObjects(g, "glance-user")
-	var kinds []string
-	for _, o := range objs {
-		kinds = append(kinds, o.GetKind())
-		if o.GetName() != g.Name || o.GetNamespace() != g.Namespace {
-			t.Errorf("%s %s/%s, want it named after the Glance %s/%s", o.GetKind(), o.GetNamespace(), o.GetName(), g.Namespace, g.Name)
+	for _, c := range []struct {
+		slot           database.Slot
+		name, user     string
+		passwordSecret string
+	}{
+		{database.SlotA, g.Name, "glance-user", g.Name + "-db-user-a"},
+		{database.SlotB, g.Name + "-b", "glance-user-b", g.Name + "-db-user-b"},
+	} {
+		objs := DatabaseObjects(g, c.slot, "glance-user")
+		var kinds []string
+		for _, o := range objs {
+			kinds = append(kinds, o.GetKind())
+			want := c.name
+			if o.GetKind() == "Database" {
+				want = g.Name
+			}
+			if o.GetName() != want || o.GetNamespace() != g.Namespace {
+				t.Errorf("slot %s: %s %s/%s, want %s/%s", c.slot, o.GetKind(), o.GetNamespace(), o.GetName(), g.Namespace, want)
+			}
+			if o.GetLabels()[LabelComponent] != ComponentDatabase || o.GetLabels()[LabelInstance] != g.Name {
+				t.Errorf("%s labels %v", o.GetKind(), o.GetLabels())
+			}
+			if ref, _, _ := unstructured.NestedString(o.Object, "spec", "mariaDbRef", "name"); ref != "mariadb" {
+				t.Errorf("%s mariaDbRef %q, want mariadb", o.GetKind(), ref)
+			}
 		}
-		if o.GetLabels()[LabelComponent] != ComponentDatabase || o.GetLabels()[LabelInstance] != g.Name {
-			t.Errorf("%s labels %v", o.GetKind(), o.GetLabels())
+		if len(objs) != 3 || kinds[0] != "Database" || kinds[1] != "User" || kinds[2] != "Grant" {
+			t.Fatalf("kinds %v, want Database, User, Grant", kinds)
 		}
-		if ref, _, _ := unstructured.NestedString(o.Object, "spec", "mariaDbRef", "name"); ref != "mariadb" {
-			t.Errorf("%s mariaDbRef %q, want mariadb", o.GetKind(), ref)
+		ref, _, _ := unstructured.NestedStringMap(objs[1].Object, "spec", "passwordSecretKeyRef")
+		if ref["name"] != c.passwordSecret || ref["key"] != DatabaseUserPasswordKey {
+			t.Errorf("slot %s: the User reads its password from %v, want the slot's Secret %s", c.slot, ref, c.passwordSecret)
 		}
-	}
-	if len(objs) != 3 || kinds[0] != "Database" || kinds[1] != "User" || kinds[2] != "Grant" {
-		t.Fatalf("kinds %v, want Database, User, Grant", kinds)
-	}
-	if key, _, _ := unstructured.NestedString(objs[1].Object, "spec", "passwordSecretKeyRef", "key"); key != v1alpha1.DefaultDatabasePasswordKey {
-		t.Errorf("the User reads password key %q, want the default %q", key, v1alpha1.DefaultDatabasePasswordKey)
-	}
-	for _, o := range objs[1:] {
-		if name, _, _ := unstructured.NestedString(o.Object, "spec", map[string]string{"User": "name", "Grant": "username"}[o.GetKind()]); name != "glance-user" {
-			t.Errorf("%s names user %q, want glance-user", o.GetKind(), name)
+		for _, o := range objs[1:] {
+			if name, _, _ := unstructured.NestedString(o.Object, "spec", map[string]string{"User": "name", "Grant": "username"}[o.GetKind()]); name != c.user {
+				t.Errorf("slot %s: %s names user %q, want %s", c.slot, o.GetKind(), name, c.user)
+			}
 		}
-	}
-
-	g.Spec.Database.SecretRef.Key = "pw"
-	if key, _, _ := unstructured.NestedString(DatabaseObjects(g, "u")[1].Object, "spec", "passwordSecretKeyRef", "key"); key != "pw" {
-		t.Errorf("the User reads password key %q, want the spec's pw", key)
 	}
 
 	// The secret store issues dynamic users: only the Database is the
 	// operator's.
 	g.Spec.Database.CredentialsMode = v1alpha1.CredentialsModeDynamic
-	if objs := DatabaseObjects(g, "u"); len(objs) != 1 || objs[0].GetKind() != "Database" {
+	if objs := DatabaseObjects(g, database.SlotA, "u"); len(objs) != 1 || objs[0].GetKind() != "Database" {
 		t.Errorf("Dynamic credentials give %d objects, want the Database alone", len(objs))
 	}
 }

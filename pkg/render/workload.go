@@ -89,6 +89,7 @@ const (
 const (
 	EnvDatabaseConnection = "OS_DATABASE__CONNECTION"
 	EnvAuthtokenPassword  = "OS_KEYSTONE_AUTHTOKEN__PASSWORD"
+	EnvAuthtokenUsername  = "OS_KEYSTONE_AUTHTOKEN__USERNAME"
 )
 
 // TmpDir is the writable /tmp of every container: the root file system is
@@ -146,11 +147,16 @@ func glanceConfigDirArgs() []string {
 }
 
 // glanceEnv is the environment of every container that runs glance code.
+// The service user is the Secret's when it names one (an optional key), or
+// spec.serviceUser.username from the config.
 func glanceEnv(g *v1alpha1.Glance) []corev1.EnvVar {
 	ref := g.Spec.ServiceUser.SecretRef
+	username := secretEnv(EnvAuthtokenUsername, ref.Name, v1alpha1.ServiceUserUsernameKey)
+	username.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
 	return []corev1.EnvVar{
 		secretEnv(EnvDatabaseConnection, DBConnectionSecretName(g.Name), DBConnectionKey),
 		secretEnv(EnvAuthtokenPassword, ref.Name, cmp.Or(ref.Key, v1alpha1.DefaultServiceUserPasswordKey)),
+		username,
 	}
 }
 

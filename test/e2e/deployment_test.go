@@ -392,10 +392,19 @@ func TestSecretRotation(t *testing.T) {
 			}
 		}
 	}
-	// The DSN carries the rotated password, percent-encoded.
+	// The DSN carries the rotated password, percent-encoded, for the
+	// second database user, which the rotation made; the first is dropped
+	// once the roll is over.
 	var conn corev1.Secret
 	s.get("glance-db-connection", &conn)
-	if dsn := string(conn.Data["connection"]); !strings.Contains(dsn, ":rotated%2Fglance-db%3F@") {
-		t.Errorf("the connection Secret does not carry the rotated password (percent-encoded)")
+	if dsn := string(conn.Data["connection"]); !strings.Contains(dsn, "//glance-b:rotated%2Fglance-db%3F@") || string(conn.Data["slot"]) != "b" {
+		t.Errorf("the connection Secret does not carry the rotated password (percent-encoded) of database user glance-b")
 	}
+	for _, kind := range []string{"User", "Grant"} {
+		if !s.get("glance-b", mariaDBObject(kind)) {
+			t.Errorf("no %s glance-b after the rotation", kind)
+		}
+		s.gone(kind, "glance", mariaDBObject(kind))
+	}
+	s.events("DatabaseUserCreating", "DatabaseUserSwitched", "DatabaseUserDropped")
 }

@@ -487,6 +487,16 @@ func (e *Env) Eventually(what string, cond func() bool, detail func() string) {
 	})
 }
 
+// Consistently fails the test unless cond holds, polled, for the whole of d.
+func (e *Env) Consistently(what string, d time.Duration, cond func() bool) {
+	e.t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if !cond() {
+			e.t.Fatalf("%s: it did not hold", what)
+		}
+	}
+}
+
 // Names lists the names of the operator's children of a component in the
 // env's namespace, read into list.
 func (e *Env) Names(list client.ObjectList, component string) []string {

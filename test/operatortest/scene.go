@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -237,18 +238,30 @@ func (e *Env) Deployment(match func(*appsv1.Deployment) bool) *appsv1.Deployment
 }
 
 // RollOut plays the Deployment controller: every replica of the Glance's
-// Deployment runs the current template and is available.
+// Deployment runs the current template and is available, and no old one is
+// terminating.
 func (e *Env) RollOut() {
 	e.t.Helper()
-	d := e.Deployment(nil)
-	n := ptr.Deref(d.Spec.Replicas, 1)
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}},
-	}
-	if err := e.cl.Status().Update(context.Background(), d); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, e.rollOut); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// rollOut writes the rolled-out status over the Deployment as it is now; a
+// conflict means the operator changed it meanwhile.
+func (e *Env) rollOut() error {
+	d := e.Deployment(nil)
+	n := ptr.Deref(d.Spec.Replicas, 1)
+	now := metav1.Now()
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		TerminatingReplicas: ptr.To[int32](0),
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+		},
+	}
+	return e.cl.Status().Update(context.Background(), d)
 }
 
 // InstallBrownfield takes a brownfield Glance, changed by muts, with its

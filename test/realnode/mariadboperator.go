@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -276,11 +277,26 @@ func (op *mariadbOperator) reconcileSQL(ctx context.Context, gvk schema.GroupVer
 	if err := op.client.Get(ctx, req.NamespacedName, u); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if u.GetDeletionTimestamp() != nil {
-		return reconcile.Result{}, nil
-	}
 	spec, _ := u.Object["spec"].(map[string]any)
 	str := func(path ...string) string { s, _, _ := unstructured.NestedString(spec, path...); return s }
+	finalizer, dropped := sqlFinalizers[gvk]
+	if u.GetDeletionTimestamp() != nil {
+		if !dropped || !controllerutil.ContainsFinalizer(u, finalizer) {
+			return reconcile.Result{}, nil
+		}
+		if err := op.drop(ctx, gvk, req.NamespacedName, str); err != nil {
+			return reconcile.Result{}, err
+		}
+		controllerutil.RemoveFinalizer(u, finalizer)
+		return reconcile.Result{}, op.client.Update(ctx, u)
+	}
+	if dropped && controllerutil.AddFinalizer(u, finalizer) {
+		// Like mariadb-operator's, a deleted User drops its user, and a
+		// deleted Grant revokes its privileges.
+		if err := op.client.Update(ctx, u); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	ref := types.NamespacedName{Namespace: cmp.Or(str("mariaDbRef", "namespace"), u.GetNamespace()), Name: str("mariaDbRef", "name")}
 	db, err := op.server(ctx, ref)
 	if err != nil {
@@ -310,6 +326,47 @@ func (op *mariadbOperator) reconcileSQL(ctx context.Context, gvk schema.GroupVer
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, op.client.Status().Update(ctx, u)
+}
+
+// sqlFinalizers hold the Users and Grants until the stand-in has undone
+// them in SQL, as mariadb-operator's finalizers do.
+var sqlFinalizers = map[schema.GroupVersionKind]string{
+	render.UserGVK:  "user.k8s.mariadb.com/finalizer",
+	render.GrantGVK: "grant.k8s.mariadb.com/finalizer",
+}
+
+// drop undoes a deleted User (DROP USER) or Grant (REVOKE) in its server;
+// a server that is gone has nothing left to undo.
+func (op *mariadbOperator) drop(ctx context.Context, gvk schema.GroupVersionKind, key types.NamespacedName, str func(...string) string) error {
+	ref := types.NamespacedName{Namespace: cmp.Or(str("mariaDbRef", "namespace"), key.Namespace), Name: str("mariaDbRef", "name")}
+	db, err := op.server(ctx, ref)
+	if err != nil {
+		var m unstructured.Unstructured
+		m.SetGroupVersionKind(render.MariaDBGVK)
+		if getErr := op.client.Get(ctx, ref, &m); apierrors.IsNotFound(getErr) || (getErr == nil && m.GetDeletionTimestamp() != nil) {
+			return nil
+		}
+		return err
+	}
+	switch gvk {
+	case render.UserGVK:
+		_, err = db.ExecContext(ctx, "DROP USER IF EXISTS ?@?", str("name"), cmp.Or(str("host"), "%"))
+		op.mu.Lock()
+		delete(op.passwords, key)
+		op.mu.Unlock()
+	case render.GrantGVK:
+		_, err = db.ExecContext(ctx, fmt.Sprintf("REVOKE ALL PRIVILEGES ON %s.%s FROM ?@?", quoteIdent(str("database")), tableIdent(cmp.Or(str("table"), "*"))),
+			str("username"), cmp.Or(str("host"), "%"))
+		var myErr *mysql.MySQLError
+		if errors.As(err, &myErr) && (myErr.Number == 1141 || myErr.Number == 1147) {
+			// No such grant, or no such user: nothing to revoke.
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: undo: %w", gvk.Kind, key, err)
+	}
+	return nil
 }
 
 // applyUser creates the user, or sets its password when its Secret's

@@ -17,12 +17,16 @@ import (
 const ConnectionKey = "connection"
 
 // reconcileDBConnectionSecret materializes the pymysql DSN into the derived
-// {name}-db-connection Secret and digests it, keyed, for the rollout
-// annotation. A pass that did not read the credentials takes the DSN from
+// {name}-db-connection Secret, and digests it, keyed, for the rollout
+// annotation. Where the operator makes the database users, the DSN is that
+// of the user slot ensureDatabaseUsers picks, which the Secret names too. A pass that did not read the credentials takes the DSN from
 // the live Secret when its digest is the derived one, and reads them again
 // when it is not (the Secret was changed or deleted).
 func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	name := render.DBConnectionSecretName(g.Name)
+	if err := ensureDatabaseUsers(ctx, g, p); err != nil {
+		return ctrl.Result{}, err
+	}
 	if p.dsn == "" && p.credentials.dsnError == "" {
 		var live corev1.Secret
 		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: name}, &live)
@@ -47,7 +51,11 @@ func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pas
 		// pass.
 		return ctrl.Result{}, fmt.Errorf("the database credentials changed during the pass")
 	}
-	if err := ensureSecret(ctx, p, g, name, componentDatabase, map[string][]byte{ConnectionKey: []byte(p.dsn)}); err != nil {
+	data := map[string][]byte{ConnectionKey: []byte(p.dsn)}
+	if p.dbSlot != "" {
+		data[SlotKey] = []byte(p.dbSlot)
+	}
+	if err := ensureSecret(ctx, p, g, name, componentDatabase, data); err != nil {
 		return ctrl.Result{}, err
 	}
 	p.dbConnectionHash = p.credentials.dsnHash

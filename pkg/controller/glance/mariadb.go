@@ -1,6 +1,7 @@
 package glance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/database"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
@@ -24,36 +26,43 @@ import (
 // ready-default-backend waits are polled.
 const DatabasePollInterval = 30 * time.Second
 
-// deleteDatabaseObjects deletes the Database, User and Grant of a managed
-// Glance and returns the ones that still exist. A brownfield Glance has none.
+// deleteDatabaseObjects deletes the Database, and the Users and Grants of
+// both user slots, of a managed Glance and returns the ones that still
+// exist. A brownfield Glance has none.
 func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1alpha1.Glance) ([]string, error) {
 	if g.Spec.Database.ClusterRef == nil {
 		return nil, nil
 	}
+	users := []string{render.DatabaseUserObjectName(g.Name, database.SlotA), render.DatabaseUserObjectName(g.Name, database.SlotB)}
 	var remaining []string
-	for _, gvk := range []schema.GroupVersionKind{render.GrantGVK, render.UserGVK, render.DatabaseGVK} {
-		installed, err := c.Serves(gvk)
+	for _, o := range []struct {
+		gvk   schema.GroupVersionKind
+		names []string
+	}{{render.GrantGVK, users}, {render.UserGVK, users}, {render.DatabaseGVK, []string{g.Name}}} {
+		installed, err := c.Serves(o.gvk)
 		if err != nil {
 			return nil, err
 		}
 		if !installed {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		err = c.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, u)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
-		}
-		remaining = append(remaining, gvk.Kind+" "+g.Name)
-		if u.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if err := c.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("delete %s %s/%s: %w", gvk.Kind, g.Namespace, g.Name, err)
+		for _, name := range o.names {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(o.gvk)
+			err = c.Reader.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: name}, u)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("get %s %s/%s: %w", o.gvk.Kind, g.Namespace, name, err)
+			}
+			remaining = append(remaining, o.gvk.Kind+" "+name)
+			if u.GetDeletionTimestamp() != nil {
+				continue
+			}
+			if err := c.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("delete %s %s/%s: %w", o.gvk.Kind, g.Namespace, name, err)
+			}
 		}
 	}
 	return remaining, nil
@@ -84,7 +93,7 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q is not Ready: %s", ref.Name, msg))
 	}
 
-	objs := render.DatabaseObjects(g, p.credentials.username)
+	objs := render.DatabaseObjects(g, cmp.Or(p.dbSlot, database.SlotA), p.credentials.username)
 	ready := make([]bool, len(objs))
 	applies := make([]func() error, len(objs))
 	for i, obj := range objs {

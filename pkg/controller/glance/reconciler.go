@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/admission"
+	"github.com/c5c3/glance-operator/pkg/database"
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
@@ -83,6 +85,14 @@ type pass struct {
 	// dsn is the DSN, known to a pass that read the credentials or found
 	// it in the live Secret; never kept beyond the pass.
 	dsn string
+	// dbPassword is the credentials Secret's database password, known to a
+	// pass that read the credentials; never kept beyond the pass.
+	dbPassword string
+	// DatabaseUsers: the slot of the user the DSN names, empty unless the
+	// operator makes the database users; and when to look again at a
+	// rotation that waits for time to pass, zero for no such wait.
+	dbSlot  database.Slot
+	recheck time.Duration
 	// DBConnectionSecret.
 	dbConnectionHash string
 	// Backends.
@@ -169,7 +179,11 @@ func (r *Reconciler) reconcile(ctx context.Context, g *v1alpha1.Glance) (ctrl.Re
 	if err := cluster.WatchReferences(ctx, g.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.pipeline.Run(ctx, g, p)
+	result, err := r.pipeline.Run(ctx, g, p)
+	if err == nil && p.recheck > 0 && (result.IsZero() || result.RequeueAfter > p.recheck) {
+		result = ctrl.Result{RequeueAfter: p.recheck}
+	}
+	return result, err
 }
 
 // pausedMessage is Ready's message while AnnotationPaused holds a Glance.

@@ -151,6 +151,8 @@ type credentials struct {
 	// dsnHash and authtokenHash are the keyed digests of the DSN and the
 	// service-user password.
 	dsnHash, authtokenHash string
+	// dbPasswordHash is the keyed digest of the database password.
+	dbPasswordHash string
 }
 
 // credentialKeys is what a read found of a credential Secret.
@@ -172,7 +174,8 @@ func credentialsDerivation(g *v1alpha1.Glance) string {
 // deriveCredentials derives p.credentials from the database and
 // service-user Secrets, reading them only when they, the spec's DSN or the
 // digest key changed since the last derivation. A pass that read them has
-// the DSN in p.dsn, until the pass ends.
+// the DSN in p.dsn and the database password in p.dbPassword, until the
+// pass ends.
 func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	db, su := g.Spec.Database.SecretRef, g.Spec.ServiceUser.SecretRef
 	userKey := v1alpha1.DefaultDatabaseUsernameKey
@@ -186,7 +189,7 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	// tells keys apart without showing one.
 	inputs := strings.Join([]string{dbKey, suKey, shape, keyedDigest(p.digestKey, "credentials")}, "\x00")
 	keys := []client.ObjectKey{{Namespace: g.Namespace, Name: db.Name}, {Namespace: g.Namespace, Name: su.Name}}
-	var dsn string
+	var dsn, password string
 	c, fresh, err := targetcluster.Derive(ctx, p.cluster, credentialsDerivation(g), inputs, keys, func(reads []targetcluster.SecretRead) (credentials, error) {
 		var c credentials
 		dbValues, err := credentialValues(reads[0], &c.db, userKey, dbKey)
@@ -197,13 +200,19 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 		if err != nil || dbValues == nil || suValues == nil {
 			return c, err
 		}
-		c.username = dbValues[userKey]
-		if dsn, err = render.DSN(g, c.username, dbValues[dbKey]); err != nil {
+		c.username, password = dbValues[userKey], dbValues[dbKey]
+		c.dbPasswordHash = keyedDigest(p.digestKey, password)
+		if dsn, err = render.DSN(g, c.username, password); err != nil {
 			c.dsnError = err.Error()
 		} else {
 			c.dsnHash = keyedDigest(p.digestKey, dsn)
 		}
 		c.authtokenHash = keyedDigest(p.digestKey, suValues[suKey])
+		if user := reads[1].Secret.Data[v1alpha1.ServiceUserUsernameKey]; len(user) > 0 {
+			// The pods take the user from the Secret too: a switch to
+			// another user rolls them.
+			c.authtokenHash = keyedDigest(p.digestKey, string(user)+"\x00"+suValues[suKey])
+		}
 		return c, nil
 	})
 	if err != nil {
@@ -211,7 +220,7 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	}
 	p.credentials = c
 	if fresh {
-		p.dsn = dsn
+		p.dsn, p.dbPassword = dsn, password
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -18,11 +19,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
@@ -332,9 +336,151 @@ func TestRotationRollsThePods(t *testing.T) {
 		t.Fatalf("authtoken hash %s: want the HMAC-SHA256 under the Glance's digest key, not the plain SHA-256", hash)
 	}
 	rotate("glance-db", "password")
+	s.provisionUser("glance-b")
 	s.Eventually("a new db-connection hash", func() bool {
 		return annotations()["glance.c5c3.io/db-connection-hash"] != before["glance.c5c3.io/db-connection-hash"]
 	}, nil)
+
+	// A source that alternates two Keystone users switches the Secret's
+	// username with the same password: the pods roll onto the user.
+	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
+	generation = s.Deployment(nil).Generation
+	rotate("glance-service-user", "username")
+	s.Eventually("a new authtoken hash for the Secret's user", func() bool {
+		return annotations()["glance.c5c3.io/authtoken-hash"] != hash
+	}, nil)
+	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
+	if got := s.Deployment(nil).Generation; got != generation+1 {
+		t.Fatalf("the Deployment went from generation %d to %d on a switch of the service user; want one roll", generation, got)
+	}
+}
+
+// A database password rotation never changes the password of the user the
+// pods connect as: the new password makes the other slot's user, the DSN
+// names it once it is Ready (one roll), and the old user is dropped once
+// the roll is over. The next rotation goes back to the first slot; one
+// during the roll waits for it.
+func TestDatabaseRotationAlternatesUsers(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	secret := func(name string) (*corev1.Secret, bool) {
+		var sec corev1.Secret
+		err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: name}, &sec)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return &sec, err == nil
+	}
+	exists := func(gvk schema.GroupVersionKind, name string) bool {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: name}, u)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil && u.GetDeletionTimestamp() == nil
+	}
+	setPassword := func(pw string) {
+		sec, _ := secret("glance-db")
+		sec.Data["password"] = []byte(pw)
+		if err := cl.Update(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// connection is the DSN's user, password and slot.
+	connection := func() (user, password, slot string) {
+		sec, _ := secret("glance-db-connection")
+		u, err := url.Parse(string(sec.Data["connection"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw, _ := u.User.Password()
+		return u.User.Username(), pw, string(sec.Data["slot"])
+	}
+	hash := func() string { return s.Deployment(nil).Spec.Template.Annotations[render.AnnotationDBConnectionHash] }
+	// rollOut rolls the Deployment out once it runs the live DSN.
+	rollOut := func() {
+		t.Helper()
+		sec, _ := secret("glance-db-connection")
+		mac := hmac.New(sha256.New, s.digestKey())
+		mac.Write(sec.Data["connection"])
+		want := hex.EncodeToString(mac.Sum(nil))
+		s.Deployment(func(d *appsv1.Deployment) bool {
+			return d.Spec.Template.Annotations[render.AnnotationDBConnectionHash] == want
+		})
+		s.RollOut()
+	}
+
+	if user, pw, slot := connection(); user != "glance" || pw != "pw" || slot != "a" {
+		t.Fatalf("installed DSN: user %q, slot %q, password matches %v; want glance, a, true", user, slot, pw == "pw")
+	}
+	if sec, ok := secret("glance-db-user-a"); !ok || string(sec.Data["username"]) != "glance" || string(sec.Data["password"]) != "pw" {
+		t.Fatalf("slot a's Secret: present %v, username %q", ok, sec.Data["username"])
+	}
+
+	// Rotate: B is made with the new password; until it is Ready the DSN
+	// stays A's.
+	generation, before := s.Deployment(nil).Generation, hash()
+	setPassword("second")
+	s.Eventually("slot b's User", func() bool { return exists(render.UserGVK, "glance-b") && exists(render.GrantGVK, "glance-b") }, nil)
+	if sec, ok := secret("glance-db-user-b"); !ok || string(sec.Data["username"]) != "glance-b" || string(sec.Data["password"]) != "second" {
+		t.Fatalf("slot b's Secret: present %v, username %q", ok, sec.Data["username"])
+	}
+	if sec, _ := secret("glance-db-user-a"); string(sec.Data["password"]) != "pw" {
+		t.Fatal("the rotation changed the password of the user the pods connect as")
+	}
+	s.Consistently("the DSN stays slot a's while b is not Ready", 3*time.Second, func() bool {
+		_, _, slot := connection()
+		return slot == "a" && hash() == before
+	})
+	s.provisionUser("glance-b")
+	s.Eventually("the DSN names slot b", func() bool {
+		user, pw, slot := connection()
+		return user == "glance-b" && pw == "second" && slot == "b" && hash() != before
+	}, nil)
+	if got := s.Deployment(nil).Generation; got != generation+1 {
+		t.Errorf("the Deployment went from generation %d to %d on one rotation; want one roll", generation, got)
+	}
+	// A stays until the roll is over.
+	s.Consistently("slot a's user stays during the roll", 3*time.Second, func() bool { return exists(render.UserGVK, "glance") })
+	rollOut()
+	s.Eventually("slot a dropped after the roll", func() bool {
+		_, ok := secret("glance-db-user-a")
+		return !exists(render.UserGVK, "glance") && !exists(render.GrantGVK, "glance") && !ok
+	}, nil)
+	if !exists(render.DatabaseGVK, "glance") {
+		t.Fatal("the rotation deleted the Database")
+	}
+
+	// The next rotation goes back to A; one more during that roll waits
+	// until it is over.
+	setPassword("third")
+	s.provisionUser("glance")
+	s.Eventually("the DSN names slot a again", func() bool {
+		user, pw, slot := connection()
+		return user == "glance" && pw == "third" && slot == "a"
+	}, nil)
+	setPassword("fourth")
+	s.Consistently("a rotation during the roll waits", 3*time.Second, func() bool {
+		sec, _ := secret("glance-db-user-b")
+		_, _, slot := connection()
+		return slot == "a" && string(sec.Data["password"]) == "second"
+	})
+	rollOut()
+	s.Eventually("slot b made anew with the fourth password", func() bool {
+		sec, ok := secret("glance-db-user-b")
+		return ok && string(sec.Data["password"]) == "fourth" && exists(render.UserGVK, "glance-b")
+	}, nil)
+	s.provisionUser("glance-b")
+	s.Eventually("the DSN names slot b with the fourth password", func() bool {
+		user, pw, slot := connection()
+		return user == "glance-b" && pw == "fourth" && slot == "b"
+	}, nil)
+	rollOut()
+	s.Eventually("slot a dropped", func() bool { return !exists(render.UserGVK, "glance") }, nil)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
 }
 
 // digestKey reads the Glance's digest key from its Secret.
@@ -503,5 +649,73 @@ func TestConfigChangeNeverKillsARunningSchemaJob(t *testing.T) {
 	s.resync("2026.1")
 	if g := s.ReadGlance(); g.Status.InstalledRelease != "2026.1" || g.Status.UpgradePhase != "" {
 		t.Errorf("status after the upgrade %+v", g.Status)
+	}
+}
+
+// A Glance from an operator that made one database user keeps it as slot
+// a: its User moves to the slot's Secret, which gets the same password, and
+// the pods do not roll. The Glance is paused to put its objects back as
+// that operator left them.
+func TestSingleUserGlanceKeepsItsUser(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	ctx := context.Background()
+	before := s.Deployment(nil)
+	setPaused := func(paused bool) {
+		s.UpdateGlance(func(g *v1alpha1.Glance) {
+			if paused {
+				metav1.SetMetaDataAnnotation(&g.ObjectMeta, v1alpha1.AnnotationPaused, "true")
+			} else {
+				delete(g.Annotations, v1alpha1.AnnotationPaused)
+			}
+		})
+	}
+	setPaused(true)
+	s.Eventually("Ready says paused", func() bool {
+		c := meta.FindStatusCondition(s.ReadGlance().Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonPaused
+	}, nil)
+	user := &unstructured.Unstructured{}
+	user.SetGroupVersionKind(render.UserGVK)
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedStringMap(user.Object, map[string]string{"name": "glance-db", "key": "password"}, "spec", "passwordSecretKeyRef"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Update(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: "glance-db-user-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var conn corev1.Secret
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-connection"}, &conn); err != nil {
+		t.Fatal(err)
+	}
+	delete(conn.Data, "slot")
+	if err := cl.Update(ctx, &conn); err != nil {
+		t.Fatal(err)
+	}
+
+	setPaused(false)
+	s.Eventually("slot a made of the single user", func() bool {
+		var sec corev1.Secret
+		if cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-user-a"}, &sec) != nil || string(sec.Data["password"]) != "pw" {
+			return false
+		}
+		if cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance"}, user) != nil {
+			return false
+		}
+		ref, _, _ := unstructured.NestedString(user.Object, "spec", "passwordSecretKeyRef", "name")
+		return ref == "glance-db-user-a" && cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-connection"}, &conn) == nil && string(conn.Data["slot"]) == "a"
+	}, nil)
+	after := s.Deployment(nil)
+	if after.Generation != before.Generation || after.Spec.Template.Annotations[render.AnnotationDBConnectionHash] != before.Spec.Template.Annotations[render.AnnotationDBConnectionHash] {
+		t.Errorf("taking the single user as slot a rolled the pods: generation %d to %d", before.Generation, after.Generation)
+	}
+	if exists := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-user-b"}, &corev1.Secret{}); !apierrors.IsNotFound(exists) {
+		t.Errorf("slot b made without a rotation: %v", exists)
 	}
 }

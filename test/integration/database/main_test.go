@@ -85,13 +85,25 @@ func (s *scene) ready(brownfield bool) {
 // exist, they turn Ready.
 func (s *scene) provision() {
 	s.t.Helper()
-	for _, gvk := range dbGVKs {
-		s.Eventually(gvk.Kind+" glance", func() bool {
+	s.provisionObjects("glance", dbGVKs...)
+}
+
+// provisionUser plays the mariadb-operator for a database user slot's User
+// and Grant, named name: once they exist, they turn Ready.
+func (s *scene) provisionUser(name string) {
+	s.t.Helper()
+	s.provisionObjects(name, render.UserGVK, render.GrantGVK)
+}
+
+func (s *scene) provisionObjects(name string, gvks ...schema.GroupVersionKind) {
+	s.t.Helper()
+	for _, gvk := range gvks {
+		s.Eventually(gvk.Kind+" "+name, func() bool {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
-			return cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance"}, u) == nil
+			return cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: name}, u) == nil
 		}, nil)
-		s.SetReady(gvk, "glance")
+		s.SetReady(gvk, name)
 	}
 }
 

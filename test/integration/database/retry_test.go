@@ -93,6 +93,9 @@ func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 	if err := cl.Update(context.Background(), sec); err != nil {
 		t.Fatal(err)
 	}
+	// The new password makes the other database user; the Job runs as it
+	// once it is Ready.
+	s.provisionUser("glance-b")
 	third := s.newRun("glance-db-sync", second, 15*time.Second)
 	if third.Annotations[render.AnnotationDBConnectionHash] == second.Annotations[render.AnnotationDBConnectionHash] {
 		t.Errorf("the retry after the rotation carries the old credentials' digest")

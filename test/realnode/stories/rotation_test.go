@@ -7,62 +7,69 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
-// rotatedServicePassword and rotatedDBPassword are the passwords after the
-// rotation.
+// rotatedServiceUser, rotatedServicePassword and rotatedDBPassword are the
+// credentials after the rotation.
 const (
+	rotatedServiceUser     = "glance-b"
 	rotatedServicePassword = "rotated/service-password$1"
 	rotatedDBPassword      = "rotated:db/password#2"
 )
 
-// rotate: the service user's password rotates in Keystone, then the DB
-// password in MariaDB, and each time External Secrets brings the Secret up
-// to date: each rotation rolls the pods once, and the new pods authenticate
-// with the new passwords.
+// rotate: the service user's credential rotates, then the DB password, and
+// each time External Secrets brings the Secret up to date: each rotation
+// rolls the pods once, the new pods authenticate with the new credentials,
+// and the scene's traffic sees no request fail during either roll.
 // The two Secrets change one after the other, as two ExternalSecrets
 // refresh on their own: one roll for both would hold only when the operator
 // happens to read both changes in one pass.
 //
-// Both rolls report their failed requests rather than fail on them: each
-// credential has one password at its source, and once the source takes the
-// new one the outgoing pods hold a refused one until the roll replaces them.
-// Keystone revokes the service user's tokens with its password, so an
-// outgoing pod serves only the user tokens it validated before; MariaDB
-// refuses an outgoing pod's new connections. On an idle node the roll is
-// quick and none fail; on a loaded one some do. Zero needs two credentials
-// valid at once: a second database user the operator rotates onto, and a
-// second service user (or application credential) at the source.
+// Keystone holds one password per user and revokes the user's tokens with
+// it, so a source that changed the password of the user the pods run as
+// would fail the outgoing pods' token validations until the roll replaced
+// them. The source alternates two Keystone users instead: it sets the new
+// password on the second one, then switches the Secret's username and
+// password to it, and both stay valid through the roll. The DB password
+// changes in place at the source; the operator rotates onto its second
+// database user and drops the first after the roll.
 func (s *scene) rotate(t *testing.T) {
 	start := time.Now()
-	// The source changes first; the Secret follows, as External Secrets
-	// syncs it.
-	s.rotateOne(t, "service user", realnode.ServiceSecretName, map[string]string{"password": rotatedServicePassword}, "glance.c5c3.io/authtoken-hash", func() {
-		s.setKeystoneUser(t, v1alpha1.DefaultServiceUsername, rotatedServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
+	s.rotateOne(t, "service user", realnode.ServiceSecretName, map[string]string{"username": rotatedServiceUser, "password": rotatedServicePassword}, "glance.c5c3.io/authtoken-hash", func() {
+		s.setKeystoneUser(t, rotatedServiceUser, rotatedServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin")
 	})
 	rolled := time.Now()
-	// The stand-in for mariadb-operator changes the password in MariaDB
-	// when the Secret changes.
+	// The stand-in for mariadb-operator makes the second user in MariaDB.
 	s.rotateOne(t, "DB", realnode.DBSecretName, map[string]string{"username": "glance", "password": rotatedDBPassword}, "glance.c5c3.io/db-connection-hash", func() {})
+	// The pods connect as the other database user now; the first is
+	// dropped (the stand-in releases its User once DROP USER is done).
+	s.waitUserDropped(t, realnode.GlanceName)
 
-	// The new pods authenticate the service user with the new password;
-	// once the old pods are gone, nothing tries the old one.
+	// The new pods authenticate as the second service user with its
+	// password; once the old pods are gone, nothing authenticates as the
+	// first.
 	var rotated int
-	for _, a := range s.keystoneAttempts(t, v1alpha1.DefaultServiceUsername, start) {
-		switch {
-		case a.OK && a.Password == rotatedServicePassword:
+	for _, a := range s.keystoneAttempts(t, rotatedServiceUser, start) {
+		if a.OK && a.Password == rotatedServicePassword {
 			rotated++
-		case !a.At.Before(rolled):
-			t.Errorf("after the roll the service user authenticated with the old or a wrong password (accepted %v)", a.OK)
+		} else {
+			t.Errorf("the second service user authenticated with a wrong password (accepted %v)", a.OK)
 		}
 	}
 	if rotated == 0 {
-		t.Error("no Glance pod authenticated its service user with the new password during the roll")
+		t.Error("no Glance pod authenticated as the second service user during the roll")
+	}
+	if n := len(s.keystoneAttempts(t, v1alpha1.DefaultServiceUsername, rolled)); n > 0 {
+		t.Errorf("after the roll the first service user authenticated %d times", n)
 	}
 	rt := s.uploadFromPod(t, "after-rotation", s.APIURL())
 	if obj, ok := s.object(t, rt.ID); !ok || obj.SHA256 != rt.SHA256 {
@@ -70,10 +77,10 @@ func (s *scene) rotate(t *testing.T) {
 	}
 }
 
-// rotateOne rotates one password under the scene's traffic: source changes
-// it where it is checked, then the Secret secret gets data. The pods roll
-// once and the pod template's annotation changes; the failed requests are
-// reported (see rotate).
+// rotateOne rotates one credential under the scene's traffic: source
+// changes it where it is checked, then the Secret secret gets data. The
+// pods roll once, the pod template's annotation changes, and no request
+// fails during the roll.
 func (s *scene) rotateOne(t *testing.T, what, secret string, data map[string]string, annotation string, source func()) {
 	t.Helper()
 	tr := s.traffic(t)
@@ -86,15 +93,15 @@ func (s *scene) rotateOne(t *testing.T, what, secret string, data map[string]str
 	}
 	rolled := s.waitRollout(t, before.Generation)
 	done := time.Now()
-	tr.report(t, what+" password rotation roll", start, done, false)
+	tr.report(t, what+" rotation roll", start, done, true)
 	// Once the roll is over, nothing holds the old password: every request
 	// is served.
-	tr.served(t, "traffic after the "+what+" password rotation roll", done)
+	tr.served(t, "traffic after the "+what+" rotation roll", done)
 	if n := s.replicaSetsSince(t, start); n != 1 {
-		t.Errorf("the %s password rotation made %d new ReplicaSets, want the pods to roll once", what, n)
+		t.Errorf("the %s rotation made %d new ReplicaSets, want the pods to roll once", what, n)
 	}
 	if before.Spec.Template.Annotations[annotation] == rolled.Spec.Template.Annotations[annotation] {
-		t.Errorf("the %s password rotation left the pod template's %s as it was", what, annotation)
+		t.Errorf("the %s rotation left the pod template's %s as it was", what, annotation)
 	}
 }
 
@@ -133,4 +140,20 @@ func (s *scene) replicaSetsSince(t *testing.T, t0 time.Time) int {
 		}
 	}
 	return n
+}
+
+// waitUserDropped waits until the mariadb-operator User name is gone.
+func (s *scene) waitUserDropped(t *testing.T, name string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(render.UserGVK)
+	if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := cl.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, u)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}); err != nil {
+		t.Fatalf("the database user %s was not dropped after the roll: %v", name, err)
+	}
 }
