@@ -353,18 +353,24 @@ func (p *pod) environment(c corev1.Container, uid int) ([]string, error) {
 			r := e.ValueFrom.SecretKeyRef
 			data, ok := p.h.objects.get("Secret", r.Name)
 			v, has := data[r.Key]
-			if !ok || !has {
+			switch {
+			case ok && has:
+				set(e.Name, v)
+			case !ptr.Deref(r.Optional, false):
 				return nil, fmt.Errorf("env %s of container %s: secret %s has no key %q", e.Name, c.Name, r.Name, r.Key)
 			}
-			set(e.Name, v)
+			// An optional key that is missing leaves the variable unset,
+			// as the kubelet does.
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			r := e.ValueFrom.ConfigMapKeyRef
 			data, ok := p.h.objects.get("ConfigMap", r.Name)
 			v, has := data[r.Key]
-			if !ok || !has {
+			switch {
+			case ok && has:
+				set(e.Name, v)
+			case !ptr.Deref(r.Optional, false):
 				return nil, fmt.Errorf("env %s of container %s: configmap %s has no key %q", e.Name, c.Name, r.Name, r.Key)
 			}
-			set(e.Name, v)
 		default:
 			return nil, fmt.Errorf("env %s of container %s: the harness resolves only values, secretKeyRef and configMapKeyRef", e.Name, c.Name)
 		}

@@ -82,8 +82,13 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 	// The DSN is the active slot's user as its Secret holds it: one of an
 	// older password, or an older user name, until the pods roll off it.
 	user, password := plan.Active.Username(p.credentials.username), ""
-	if s := slots[plan.Active].secret; s != nil {
-		user, password = string(s.Data[render.DatabaseUserUsernameKey]), string(s.Data[render.DatabaseUserPasswordKey])
+	switch active := slots[plan.Active]; {
+	case active.secret != nil:
+		user, password = string(active.secret.Data[render.DatabaseUserUsernameKey]), string(active.secret.Data[render.DatabaseUserPasswordKey])
+	case active.user != nil:
+		// Slot A of a Glance from before the slots: its user is the
+		// User's, whose password follows the credentials Secret.
+		user, _, _ = unstructured.NestedString(active.user.Object, "spec", "name")
 	}
 	if plan.Provision != "" {
 		written, err := provisionSlot(ctx, g, p, plan.Provision, slots[plan.Provision], plan.Provision != plan.Active)
@@ -95,8 +100,6 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 		}
 	}
 	if password == "" {
-		// Slot A of a Glance from before the slots: its User follows the
-		// credentials Secret.
 		var err error
 		if password, err = readDBPassword(ctx, g, p); err != nil {
 			return err
