@@ -237,6 +237,19 @@ func (e *Env) Deployment(match func(*appsv1.Deployment) bool) *appsv1.Deployment
 	return d
 }
 
+// SetPaused sets the Glance's pause annotation to value, or removes it when
+// value is empty.
+func (e *Env) SetPaused(value string) {
+	e.t.Helper()
+	e.UpdateGlance(func(g *v1alpha1.Glance) {
+		if value == "" {
+			delete(g.Annotations, v1alpha1.AnnotationPaused)
+			return
+		}
+		metav1.SetMetaDataAnnotation(&g.ObjectMeta, v1alpha1.AnnotationPaused, value)
+	})
+}
+
 // RollOut plays the Deployment controller: every replica of the Glance's
 // Deployment runs the current template and is available, and no old one is
 // terminating.

@@ -61,7 +61,9 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 	}
 	obs := database.UsersObservation{Active: database.Slot(live.Data[SlotKey])}
 	obs.A, obs.B = slotState(g, p, database.SlotA, slots[database.SlotA]), slotState(g, p, database.SlotB, slots[database.SlotB])
-	if obs.Active != "" {
+	if obs.Active != "" && slots[obs.Active.Other()].exists() {
+		// Only the other slot's drop waits for the pods to settle: most
+		// passes have no other slot, and read no Deployment or Job here.
 		liveHash := keyedDigest(p.digestKey, string(live.Data[ConnectionKey]))
 		settled, recheck, err := usersSettled(ctx, g, p, liveHash)
 		if err != nil {

@@ -662,16 +662,7 @@ func TestSingleUserGlanceKeepsItsUser(t *testing.T) {
 	s.install()
 	ctx := context.Background()
 	before := s.Deployment(nil)
-	setPaused := func(paused bool) {
-		s.UpdateGlance(func(g *v1alpha1.Glance) {
-			if paused {
-				metav1.SetMetaDataAnnotation(&g.ObjectMeta, v1alpha1.AnnotationPaused, "true")
-			} else {
-				delete(g.Annotations, v1alpha1.AnnotationPaused)
-			}
-		})
-	}
-	setPaused(true)
+	s.SetPaused("true")
 	s.Eventually("Ready says paused", func() bool {
 		c := meta.FindStatusCondition(s.ReadGlance().Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonPaused
@@ -699,7 +690,7 @@ func TestSingleUserGlanceKeepsItsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	setPaused(false)
+	s.SetPaused("")
 	s.Eventually("slot a made of the single user", func() bool {
 		var sec corev1.Secret
 		if cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-user-a"}, &sec) != nil || string(sec.Data["password"]) != "pw" {

@@ -37,7 +37,7 @@ func TestPausedGlanceChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	setPaused(e, "true")
+	e.SetPaused("true")
 	waitPaused(t, e)
 	e.UpdateGlance(func(g *v1alpha1.Glance) {
 		if g.Spec.Deployment == nil {
@@ -67,7 +67,7 @@ func TestPausedGlanceChangesNothing(t *testing.T) {
 		t.Errorf("%d Paused events, want 1", n)
 	}
 
-	setPaused(e, "")
+	e.SetPaused("")
 	e.Deployment(func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 1) == replicas+1 })
 	e.Eventually("the Service made again", func() bool {
 		return cl.Get(ctx, client.ObjectKeyFromObject(service), &corev1.Service{}) == nil
@@ -77,7 +77,7 @@ func TestPausedGlanceChangesNothing(t *testing.T) {
 		t.Errorf("Ready after the pause ended: %+v", c)
 	}
 
-	setPaused(e, "true")
+	e.SetPaused("true")
 	waitPaused(t, e)
 	if err := cl.Delete(ctx, e.ReadGlance()); err != nil {
 		t.Fatal(err)
@@ -102,20 +102,6 @@ func waitPaused(t *testing.T, e *operatortest.Env) {
 	if !strings.Contains(ready.Message, v1alpha1.AnnotationPaused) {
 		t.Errorf("Ready's message while paused: %q", ready.Message)
 	}
-}
-
-// setPaused sets the pause annotation to value, or removes it when empty.
-func setPaused(e *operatortest.Env, value string) {
-	e.UpdateGlance(func(g *v1alpha1.Glance) {
-		if value == "" {
-			delete(g.Annotations, v1alpha1.AnnotationPaused)
-			return
-		}
-		if g.Annotations == nil {
-			g.Annotations = map[string]string{}
-		}
-		g.Annotations[v1alpha1.AnnotationPaused] = value
-	})
 }
 
 // pauseEvents counts the events of reason regarding the Glance.
