@@ -150,6 +150,17 @@ build: ## Build glance-operator and glance-webhook into bin/.
 images: ## Build the OCI image archives of both binaries into bin/images/ (no Docker needed).
 	$(GO) run ./hack/images -go=$(GO) -out bin/images
 
+# REGISTRY is HOST[:PORT][/NAMESPACE]; PLAIN_HTTP=true for a registry without
+# TLS. Credentials come from `helm registry login`.
+REGISTRY ?=
+PLAIN_HTTP ?= false
+ARCHES ?= amd64,arm64
+
+.PHONY: release
+release: ## Publish to REGISTRY: both images as linux/amd64+arm64 indexes with SPDX SBOMs as referrers, then the chart with their digests pinned (no Docker needed).
+	@test -n "$(REGISTRY)" || { echo 'make release: give the registry, REGISTRY=HOST[:PORT][/NAMESPACE] (PLAIN_HTTP=true without TLS)' >&2; exit 2; }
+	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -out bin/release
+
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once).
 	hack/build-control-plane.sh all

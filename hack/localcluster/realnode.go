@@ -59,7 +59,7 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Println("installing the chart with helm ...")
+	fmt.Printf("installing the chart with helm install %s --version %s ...\n", env.Release.Chart, env.Release.ChartVersion)
 	took, err := env.InstallChart(ctx)
 	if err != nil {
 		return fail(err)

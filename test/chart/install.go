@@ -2,9 +2,15 @@ package chart
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
@@ -27,11 +33,45 @@ func Configuration(kubeconfig, namespace string) (*action.Configuration, error) 
 // ReleaseName in namespace, creating the namespace, as the kubeconfig's
 // user.
 func InstallRelease(kubeconfig, namespace string, values map[string]any) (*release.Release, error) {
-	cfg, err := Configuration(kubeconfig, namespace)
+	c, err := Load()
 	if err != nil {
 		return nil, err
 	}
-	c, err := Load()
+	return install(kubeconfig, namespace, values, func(*action.Install) (*helmchart.Chart, error) { return c, nil })
+}
+
+// InstallFromRegistry runs `helm install oci://… --version version` of a
+// published chart as InstallRelease does: Helm's registry client pulls it.
+func InstallFromRegistry(kubeconfig, namespace, ref, version string, plainHTTP bool, values map[string]any) (*release.Release, error) {
+	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard)}
+	if plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	rc, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return install(kubeconfig, namespace, values, func(i *action.Install) (*helmchart.Chart, error) {
+		i.SetRegistryClient(rc)
+		i.Version = version
+		i.PlainHTTP = plainHTTP
+		cache, err := os.MkdirTemp("", "helm-cache-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(cache)
+		settings := cli.New()
+		settings.RepositoryCache = cache
+		path, err := i.LocateChart(ref, settings)
+		if err != nil {
+			return nil, fmt.Errorf("helm install %s --version %s: %w", ref, version, err)
+		}
+		return loader.Load(path)
+	})
+}
+
+func install(kubeconfig, namespace string, values map[string]any, locate func(*action.Install) (*helmchart.Chart, error)) (*release.Release, error) {
+	cfg, err := Configuration(kubeconfig, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +80,10 @@ func InstallRelease(kubeconfig, namespace string, values map[string]any) (*relea
 	install.Namespace = namespace
 	install.CreateNamespace = true
 	install.Timeout = 2 * time.Minute
+	c, err := locate(install)
+	if err != nil {
+		return nil, err
+	}
 	if values == nil {
 		values = map[string]any{}
 	}

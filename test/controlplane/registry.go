@@ -44,6 +44,7 @@ func startRegistry(dir string) (*Registry, error) {
 		srv: &http.Server{
 			Handler: registry.New(
 				registry.WithBlobHandler(registry.NewDiskBlobHandler(dir)),
+				registry.WithReferrersSupport(true),
 				registry.Logger(log.New(io.Discard, "", 0)),
 			),
 			ReadHeaderTimeout: 10 * time.Second,

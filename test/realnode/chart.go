@@ -3,6 +3,8 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/hack/release/publish"
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/test/chart"
 	"github.com/c5c3/glance-operator/test/controlplane"
@@ -28,53 +31,44 @@ const (
 	WebhookDeployment = chart.ReleaseName + "-webhook"
 )
 
-// ProductImages are the chart's images, as `make images` builds them,
-// pushed to the registry: the reference by digest of each binary.
+// ProductImages are the chart's images as `make release` publishes them to
+// the registry: each an image index, by digest.
 type ProductImages struct{ Operator, Webhook string }
 
-// PushProductImages builds both images with `make images`' builder into
-// dir and pushes them under their published repository names.
-func PushProductImages(ctx context.Context, reg *controlplane.Registry, dir string) (ProductImages, error) {
-	results, err := ociimage.Build(ctx, ociimage.Options{OutDir: dir})
-	if err != nil {
-		return ProductImages{}, err
-	}
+// PublishRelease runs `make release ARCHES=<the node's>` to the registry,
+// building into dir: both images, then the chart with their digests pinned.
+// The node's architecture alone: hack/release/publish holds the release of
+// both, and a second architecture's build here would only slow the suite.
+func PublishRelease(ctx context.Context, reg *controlplane.Registry, dir string) (publish.Release, error) {
+	return publish.Publish(ctx, publish.Options{
+		Registry:       reg.Host + "/c5c3",
+		PlainHTTP:      true,
+		RegistryConfig: filepath.Join(dir, "registry-config.json"),
+		Arches:         []string{runtime.GOARCH},
+		Images:         ociimage.Options{OutDir: dir},
+	})
+}
+
+// productImages are the released images by the chart's component.
+func productImages(rel publish.Release) ProductImages {
 	var imgs ProductImages
-	for i, r := range results {
-		repo, tag, _ := strings.Cut(r.Reference, ":")
-		_, repo, _ = strings.Cut(repo, "/") // without the registry host
-		ref, err := reg.Push(ctx, r.Path, repo, tag)
-		if err != nil {
-			return ProductImages{}, err
-		}
-		if !strings.HasSuffix(ref, "@"+r.Digest.String()) {
-			return ProductImages{}, fmt.Errorf("%s pushed as %s, but make images printed %s", r.Path, ref, r.Digest)
-		}
-		switch ociimage.Images[i].Name {
+	for _, img := range rel.Images {
+		switch img.Name {
 		case "glance-operator":
-			imgs.Operator = ref
+			imgs.Operator = img.Reference
 		case "glance-webhook":
-			imgs.Webhook = ref
+			imgs.Webhook = img.Reference
 		}
 	}
-	return imgs, nil
+	return imgs
 }
 
-// imageValues points a component's image at a reference by digest.
-func imageValues(ref string) map[string]any {
-	repo, digest, _ := strings.Cut(ref, "@")
-	return map[string]any{"image": map[string]any{"repository": repo, "digest": digest}}
-}
-
-// InstallChart runs `helm install` of the chart with its default values
-// but the images, and waits for both Deployments to be available.
+// InstallChart runs `helm install oci://…` of the released chart with its
+// default values, which pull the released images by digest, and waits for
+// both Deployments to be available.
 func (e *Env) InstallChart(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
-	values := map[string]any{
-		"manager": imageValues(e.Images.Operator),
-		"webhook": imageValues(e.Images.Webhook),
-	}
-	if _, err := chart.InstallRelease(e.Cluster.Kubeconfig, OperatorNamespace, values); err != nil {
+	if _, err := chart.InstallFromRegistry(e.Cluster.Kubeconfig, OperatorNamespace, e.Release.Chart, e.Release.ChartVersion, true, nil); err != nil {
 		return 0, err
 	}
 	for _, name := range []string{ManagerDeployment, WebhookDeployment} {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/c5c3/glance-operator/hack/release/publish"
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
@@ -24,16 +25,21 @@ type Env struct {
 	CS      kubernetes.Interface
 	// Netprobe is the suite's client and server in pods, by digest.
 	Netprobe string
-	// Images are the chart's images, built by `make images`' builder.
+	// Release is what `make release` published to the registry: the chart
+	// and its images.
+	Release publish.Release
+	// Images are the released images by digest.
 	Images ProductImages
+	// Released is how long the release took, for reports.
+	Released time.Duration
 	// Startup is how long the cluster took to start, for reports.
 	Startup time.Duration
 }
 
 // Start starts a real-node cluster in dir (short: containerd's socket path
 // must fit a sun_path), with cert-manager as a pod and the CRDs of the kinds
-// the operator talks to (the chart installs the Glance CRDs), and pushes the
-// netprobe and product images.
+// the operator talks to (the chart installs the Glance CRDs), pushes the
+// netprobe image and publishes the release (make release) to the registry.
 func Start(ctx context.Context, dir string) (*Env, error) {
 	start := time.Now()
 	crds := controlplane.AllCRDs
@@ -50,9 +56,12 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 	if e.Netprobe, err = cluster.Registry.BuildAndPush(ctx, e.ImageDir(), "netprobe", "./test/realnode/netprobe", "test/netprobe", "v1"); err != nil {
 		return fail(err)
 	}
-	if e.Images, err = PushProductImages(ctx, cluster.Registry, filepath.Join(e.ImageDir(), "product")); err != nil {
-		return fail(fmt.Errorf("the chart's images: %w", err))
+	released := time.Now()
+	if e.Release, err = PublishRelease(ctx, cluster.Registry, filepath.Join(e.ImageDir(), "release")); err != nil {
+		return fail(fmt.Errorf("make release: %w", err))
 	}
+	e.Released = time.Since(released)
+	e.Images = productImages(e.Release)
 	return e, nil
 }
 

@@ -25,17 +25,22 @@ type imageLayout struct {
 // newLayout assembles the config, the manifest and the index of an image of
 // one binary's layer.
 func newLayout(img Image, ref, arch string, src source, l layer) (imageLayout, error) {
-	labels := map[string]string{
-		AnnotationSource:   SourceURL,
-		AnnotationVersion:  src.Tag,
-		AnnotationRevision: src.Revision,
-	}
 	return assemble(ref, arch, src.Created, []layer{l}, v1.Config{
 		Entrypoint: []string{"/" + img.Name},
 		User:       strconv.Itoa(NonrootID) + ":" + strconv.Itoa(NonrootID),
 		WorkingDir: "/",
-		Labels:     labels,
+		Labels:     imageLabels(src),
 	}, "static "+img.Name+" built from "+img.Package)
+}
+
+// imageLabels are the OCI annotations of a product image: its labels, its
+// manifest's and its index's annotations.
+func imageLabels(src source) map[string]string {
+	return map[string]string{
+		AnnotationSource:   SourceURL,
+		AnnotationVersion:  src.Tag,
+		AnnotationRevision: src.Revision,
+	}
 }
 
 // assemble writes the config, the manifest and the index of an image of

@@ -68,12 +68,15 @@ type Image struct {
 	Repository string
 	// Package is the Go package of the binary, relative to the module root.
 	Package string
+	// Component is the chart's values key whose image.repository and
+	// image.digest name this image.
+	Component string
 }
 
 // Images are the images `make images` builds.
 var Images = []Image{
-	{Name: "glance-operator", Repository: OperatorRepository, Package: "./cmd/manager"},
-	{Name: "glance-webhook", Repository: WebhookRepository, Package: "./cmd/webhook"},
+	{Name: "glance-operator", Repository: OperatorRepository, Package: "./cmd/manager", Component: "manager"},
+	{Name: "glance-webhook", Repository: WebhookRepository, Package: "./cmd/webhook", Component: "webhook"},
 }
 
 // Options configures Build.
@@ -114,8 +117,41 @@ func (r Result) String() string {
 	return fmt.Sprintf("%s %s  %s", r.Reference, r.Digest, r.Path)
 }
 
-// Build builds every image of Images and writes its archive to o.OutDir.
+// Build builds every image of Images for o.Arch and writes its archive to
+// o.OutDir.
 func Build(ctx context.Context, o Options) ([]Result, error) {
+	b, err := newBuilder(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	results := make([]Result, 0, len(Images))
+	for _, img := range Images {
+		l, _, err := b.image(ctx, img, o.Arch)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		path := filepath.Join(o.OutDir, img.Name+".oci.tar")
+		if err := l.writeArchive(path, b.src.Created); err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Name, err)
+		}
+		results = append(results, Result{Reference: b.reference(img), Digest: l.digest, Path: path})
+	}
+	return results, nil
+}
+
+// builder holds what every image of one build shares: the checkout, the CA
+// bundle and a scratch directory for the binaries.
+type builder struct {
+	o    *Options
+	src  source
+	ca   []byte
+	work string
+}
+
+// newBuilder fills in o's defaults, reads the checkout and the CA bundle and
+// creates o.OutDir.
+func newBuilder(ctx context.Context, o *Options) (*builder, error) {
 	if o.OutDir == "" {
 		return nil, errors.New("no output directory")
 	}
@@ -132,7 +168,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 		o.Warnings = io.Discard
 	}
 	if o.ModuleRoot == "" {
-		root, err := moduleRoot(ctx, o.Go)
+		root, err := ModuleRoot(ctx, o.Go)
 		if err != nil {
 			return nil, err
 		}
@@ -158,34 +194,35 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
-
-	results := make([]Result, 0, len(Images))
-	for _, img := range Images {
-		binary := filepath.Join(work, img.Name)
-		if err := BuildBinary(ctx, o.Go, o.ModuleRoot, o.Arch, img.Package, binary); err != nil {
-			return nil, fmt.Errorf("%s: %w", img.Name, err)
-		}
-		layer, err := newLayer(img.Name, binary, ca, src.Created)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", img.Name, err)
-		}
-		ref := img.Repository + ":" + src.Tag
-		l, err := newLayout(img, ref, o.Arch, src, layer)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", img.Name, err)
-		}
-		path := filepath.Join(o.OutDir, img.Name+".oci.tar")
-		if err := l.writeArchive(path, src.Created); err != nil {
-			return nil, fmt.Errorf("%s: %w", img.Name, err)
-		}
-		results = append(results, Result{Reference: ref, Digest: l.digest, Path: path})
-	}
-	return results, nil
+	return &builder{o: o, src: src, ca: ca, work: work}, nil
 }
 
-// moduleRoot finds the directory of the main module's go.mod.
-func moduleRoot(ctx context.Context, goCmd string) (string, error) {
+func (b *builder) close() { os.RemoveAll(b.work) }
+
+// reference is the image's REPOSITORY:TAG.
+func (b *builder) reference(img Image) string { return img.Repository + ":" + b.src.Tag }
+
+// image builds img's binary for arch and assembles its image; it returns the
+// image and the binary's path.
+func (b *builder) image(ctx context.Context, img Image, arch string) (imageLayout, string, error) {
+	binary := filepath.Join(b.work, img.Name+"-"+arch)
+	if err := BuildBinary(ctx, b.o.Go, b.o.ModuleRoot, arch, img.Package, binary); err != nil {
+		return imageLayout{}, "", err
+	}
+	layer, err := newLayer(img.Name, binary, b.ca, b.src.Created)
+	if err != nil {
+		return imageLayout{}, "", err
+	}
+	l, err := newLayout(img, b.reference(img), arch, b.src, layer)
+	return l, binary, err
+}
+
+// ModuleRoot finds the directory of the main module's go.mod; an empty goCmd
+// means "go".
+func ModuleRoot(ctx context.Context, goCmd string) (string, error) {
+	if goCmd == "" {
+		goCmd = "go"
+	}
 	out, err := exec.CommandContext(ctx, goCmd, "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", commandError(err))

@@ -6,12 +6,14 @@ import (
 	"compress/gzip"
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -410,4 +412,37 @@ func layoutImage(t *testing.T, r Result) (v1.Image, error) {
 		return nil, fmt.Errorf("%s: image digest %s (%v), want %s", r.Path, d, err, r.Digest)
 	}
 	return img, nil
+}
+
+// TestIndexHoldsWhatBuildBuilds: the image of an architecture in the index
+// make release pushes is the image make images writes, digest for digest,
+// and its SBOM refers to it.
+func TestIndexHoldsWhatBuildBuilds(t *testing.T) {
+	single := builtImages(t)
+	indexes, err := BuildIndex(t.Context(), Options{OutDir: t.TempDir()}, []string{runtime.GOARCH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, idx := range indexes {
+		if idx.Reference != single[i].Reference {
+			t.Errorf("index %s, image %s", idx.Reference, single[i].Reference)
+		}
+		if len(idx.Platforms) != 1 || idx.Platforms[0].Digest != single[i].Digest || idx.Platforms[0].Arch != runtime.GOARCH {
+			t.Errorf("%s: the index holds %v, want linux/%s %s", idx.Reference, idx.Platforms, runtime.GOARCH, single[i].Digest)
+		}
+		files, err := readLayoutArchive(idx.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sbom v1.Manifest
+		if err := json.Unmarshal(files["blobs/sha256/"+idx.Platforms[0].SBOM.Hex], &sbom); err != nil {
+			t.Fatal(err)
+		}
+		if sbom.Subject == nil || sbom.Subject.Digest != single[i].Digest || sbom.ArtifactType != SBOMMediaType {
+			t.Errorf("%s: the SBOM manifest's subject is %v, artifact type %q", idx.Reference, sbom.Subject, sbom.ArtifactType)
+		}
+	}
+	if _, err := BuildIndex(t.Context(), Options{OutDir: t.TempDir()}, []string{"amd64", "amd64"}); err == nil || !strings.Contains(err.Error(), `"amd64" given twice`) {
+		t.Errorf("an architecture given twice: %v", err)
+	}
 }

@@ -18,8 +18,9 @@ import (
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
-// TestChartOnRealNode: the chart that setUp installed with helm, default
-// values but the images: the manager and the webhook run the chart's
+// TestChartOnRealNode: the chart that setUp released to the registry with
+// make release and installed with helm from oci://, default values: the
+// manager and the webhook run the chart's
 // images on the node under the restricted security context and the
 // chart's probes, and the API server calls the webhook through its
 // Service, over the certificate cert-manager (a pod) issued, trusting the
@@ -27,7 +28,8 @@ import (
 // before the failover story deletes the leading manager.
 func TestChartOnRealNode(t *testing.T) {
 	ctx := t.Context()
-	t.Logf("helm install to both Deployments available: %s", installed.Round(100*time.Millisecond))
+	t.Logf("make release (both images, their SBOMs, the chart) to the registry: %s", env.Released.Round(100*time.Millisecond))
+	t.Logf("helm install %s to both Deployments available: %s", env.Release.Chart, installed.Round(100*time.Millisecond))
 
 	t.Run("pods-run-the-pushed-images", func(t *testing.T) {
 		for name, ref := range map[string]string{realnode.ManagerDeployment: env.Images.Operator, realnode.WebhookDeployment: env.Images.Webhook} {
@@ -37,6 +39,10 @@ func TestChartOnRealNode(t *testing.T) {
 			}
 			_, digest, _ := strings.Cut(ref, "@")
 			for _, p := range pods {
+				// The released chart's defaults: the image index by digest.
+				if got := p.Spec.Containers[0].Image; got != ref {
+					t.Errorf("pod %s runs %s, want the released %s", p.Name, got, ref)
+				}
 				if p.Spec.NodeName != controlplane.NodeName {
 					t.Errorf("pod %s on node %q", p.Name, p.Spec.NodeName)
 				}

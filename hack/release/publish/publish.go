@@ -1,0 +1,232 @@
+// Package publish releases glance-operator to an OCI registry without Docker:
+// both images as multi-architecture image indexes with an SPDX SBOM referring
+// to each architecture's image, and the chart, its appVersion and image
+// digests pinned, as an OCI artifact that `helm install oci://…` installs.
+//
+// Everything pushed is built from the commit and is byte-for-byte the same
+// for the same commit and Go toolchain: the images (hack/images/ociimage),
+// the chart archive (written here with fixed tar headers) and the chart's
+// OCI manifest (its created annotation is the commit time).
+package publish
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/helmpath"
+	"helm.sh/helm/v3/pkg/registry"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content/oci"
+	orasregistry "oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/c5c3/glance-operator/hack/images/ociimage"
+)
+
+// Arches are the architectures a release builds by default.
+var Arches = []string{"amd64", "arm64"}
+
+// Options configures Publish.
+type Options struct {
+	// Registry is where the release goes, HOST[:PORT][/NAMESPACE]: the
+	// images become REGISTRY/NAME and the chart REGISTRY/charts/glance-operator.
+	Registry string
+	// PlainHTTP talks HTTP instead of HTTPS to the registry (a registry on
+	// loopback).
+	PlainHTTP bool
+	// RegistryConfig is the credentials file `helm registry login` writes;
+	// empty means Helm's default. Both the images and the chart are pushed
+	// with its credentials.
+	RegistryConfig string
+	// Arches are the images' architectures; empty means Arches.
+	Arches []string
+	// Images configures the image builds; its OutDir receives the image
+	// archives and the chart archive.
+	Images ociimage.Options
+}
+
+// Image is one published image index.
+type Image struct {
+	Name string
+	// Reference is REGISTRY/NAME@DIGEST, the index by digest.
+	Reference string
+	// Tagged is REGISTRY/NAME:TAG.
+	Tagged    string
+	Platforms []ociimage.Platform
+}
+
+// Release is what Publish pushed.
+type Release struct {
+	Images []Image
+	// Chart is oci://REGISTRY/charts/glance-operator, what `helm install`
+	// takes with ChartVersion.
+	Chart        string
+	ChartVersion string
+	// ChartDigest is the chart's OCI manifest digest.
+	ChartDigest string
+	// ChartArchive is the packaged chart in Images.OutDir.
+	ChartArchive string
+}
+
+// String is what `make release` prints.
+func (r Release) String() string {
+	var b strings.Builder
+	for _, img := range r.Images {
+		fmt.Fprintf(&b, "%s\n  %s\n", img.Tagged, img.Reference)
+		for _, p := range img.Platforms {
+			fmt.Fprintf(&b, "  linux/%s %s, SBOM %s\n", p.Arch, p.Digest, p.SBOM)
+		}
+	}
+	fmt.Fprintf(&b, "%s --version %s\n  %s  %s\n", r.Chart, r.ChartVersion, r.ChartDigest, r.ChartArchive)
+	return b.String()
+}
+
+// Publish builds the images, pushes them with their SBOMs, packages the chart
+// with their digests pinned and pushes it.
+func Publish(ctx context.Context, o Options) (Release, error) {
+	registryHost, err := parseRegistry(o.Registry)
+	if err != nil {
+		return Release{}, err
+	}
+	if len(o.Arches) == 0 {
+		o.Arches = Arches
+	}
+	if o.RegistryConfig == "" {
+		o.RegistryConfig = helmpath.ConfigPath("registry/config.json")
+	}
+	creds, err := credentials.NewStore(o.RegistryConfig, credentials.StoreOptions{})
+	if err != nil {
+		return Release{}, fmt.Errorf("reading the registry credentials: %w", err)
+	}
+	client := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: credentials.Credential(creds)}
+
+	if o.Images.ModuleRoot == "" {
+		if o.Images.ModuleRoot, err = ociimage.ModuleRoot(ctx, o.Images.Go); err != nil {
+			return Release{}, err
+		}
+	}
+	built, err := ociimage.BuildIndex(ctx, o.Images, o.Arches)
+	if err != nil {
+		return Release{}, err
+	}
+	var rel Release
+	for i, b := range built {
+		img, err := pushIndex(ctx, client, o, ociimage.Images[i].Name, b)
+		if err != nil {
+			return Release{}, fmt.Errorf("pushing %s: %w", ociimage.Images[i].Name, err)
+		}
+		rel.Images = append(rel.Images, img)
+	}
+
+	chart, err := packageChart(o.Images.ModuleRoot, o.Registry, rel.Images, built[0].Created)
+	if err != nil {
+		return Release{}, fmt.Errorf("packaging the chart: %w", err)
+	}
+	rel.ChartVersion = chart.Version
+	rel.ChartArchive = filepath.Join(o.Images.OutDir, chart.Name+"-"+chart.Version+".tgz")
+	if err := os.WriteFile(rel.ChartArchive, chart.Archive, 0o644); err != nil {
+		return Release{}, err
+	}
+	helmOpts := []registry.ClientOption{
+		registry.ClientOptCredentialsFile(o.RegistryConfig),
+		registry.ClientOptWriter(io.Discard),
+		registry.ClientOptHTTPClient(&http.Client{Transport: retry.DefaultClient.Transport}),
+	}
+	if o.PlainHTTP {
+		helmOpts = append(helmOpts, registry.ClientOptPlainHTTP())
+	}
+	helm, err := registry.NewClient(helmOpts...)
+	if err != nil {
+		return Release{}, err
+	}
+	ref := o.Registry + "/charts/" + chart.Name
+	pushed, err := helm.Push(chart.Archive, ref+":"+chart.Version,
+		registry.PushOptStrictMode(true),
+		registry.PushOptCreationTime(chart.Created.Format("2006-01-02T15:04:05Z")))
+	if err != nil {
+		return Release{}, fmt.Errorf("pushing the chart to %s: %w", registryHost, err)
+	}
+	rel.Chart = "oci://" + ref
+	rel.ChartDigest = pushed.Manifest.Digest
+	return rel, nil
+}
+
+// parseRegistry checks HOST[:PORT][/NAMESPACE] and returns the host.
+func parseRegistry(r string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("registry %q: %s; give HOST[:PORT][/NAMESPACE], such as ghcr.io/c5c3", r, why)
+	}
+	if r == "" {
+		return bad("empty")
+	}
+	if strings.Contains(r, "://") {
+		return bad("no scheme is taken")
+	}
+	// The registry is valid when a chart reference under it is.
+	ref, err := orasregistry.ParseReference(r + "/charts/glance-operator:0")
+	if err != nil {
+		return bad(err.Error())
+	}
+	return ref.Registry, nil
+}
+
+// pushIndex pushes an image index archive with its children and blobs under
+// its tag, then each SBOM referrer.
+func pushIndex(ctx context.Context, client *auth.Client, o Options, name string, b ociimage.IndexResult) (Image, error) {
+	src, err := oci.NewFromTar(ctx, b.Path)
+	if err != nil {
+		return Image{}, err
+	}
+	repoName := o.Registry + "/" + name
+	repo, err := remote.NewRepository(repoName)
+	if err != nil {
+		return Image{}, err
+	}
+	repo.PlainHTTP = o.PlainHTTP
+	repo.Client = client
+	tag := b.Reference[strings.LastIndex(b.Reference, ":")+1:]
+	desc, err := oras.Copy(ctx, src, b.Reference, repo, tag, oras.DefaultCopyOptions)
+	if err != nil {
+		return Image{}, err
+	}
+	if desc.Digest.String() != b.Digest.String() {
+		return Image{}, fmt.Errorf("the registry stored %s:%s as %s, want %s", repoName, tag, desc.Digest, b.Digest)
+	}
+	for _, p := range b.Platforms {
+		sbom, err := src.Resolve(ctx, p.SBOM.String())
+		if err != nil {
+			return Image{}, fmt.Errorf("the SBOM of linux/%s: %w", p.Arch, err)
+		}
+		if err := oras.CopyGraph(ctx, src, repo, sbom, oras.DefaultCopyGraphOptions); err != nil {
+			return Image{}, fmt.Errorf("the SBOM of linux/%s: %w", p.Arch, err)
+		}
+	}
+	return Image{
+		Name:      name,
+		Reference: repoName + "@" + b.Digest.String(),
+		Tagged:    repoName + ":" + tag,
+		Platforms: b.Platforms,
+	}, nil
+}
+
+// digestOf is the image index digest of the image named name.
+func digestOf(images []Image, name string) (v1.Hash, bool) {
+	for _, img := range images {
+		if img.Name == name {
+			_, d, _ := strings.Cut(img.Reference, "@")
+			h, err := v1.NewHash(d)
+			return h, err == nil
+		}
+	}
+	return v1.Hash{}, false
+}

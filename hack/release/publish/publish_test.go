@@ -1,0 +1,329 @@
+package publish
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	appsv1 "k8s.io/api/apps/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	helmchart "helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/registry"
+
+	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/test/chart"
+)
+
+// loopbackRegistry serves go-containerregistry's registry, with the
+// referrers API, on loopback; it returns the registry's HOST:PORT/c5c3.
+func loopbackRegistry(t *testing.T) (string, ociimage.Distribution) {
+	t.Helper()
+	srv := httptest.NewServer(ggcrregistry.New(
+		ggcrregistry.WithReferrersSupport(true),
+		ggcrregistry.Logger(log.New(io.Discard, "", 0)),
+	))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://") + "/c5c3", ociimage.Distribution{Base: srv.URL, Client: srv.Client()}
+}
+
+func publish(t *testing.T, reg string) Release {
+	t.Helper()
+	rel, err := Publish(t.Context(), Options{
+		Registry:       reg,
+		PlainHTTP:      true,
+		RegistryConfig: filepath.Join(t.TempDir(), "config.json"),
+		Images:         ociimage.Options{OutDir: t.TempDir()},
+	})
+	if err != nil {
+		t.Fatalf("publishing to %s: %v", reg, err)
+	}
+	return rel
+}
+
+// TestPublish releases to a registry on loopback twice and checks what a
+// platform team pulls: an index of both architectures for each image, an
+// SPDX SBOM referring to each architecture's image that names the Go modules
+// its binary was built from, and the chart with the indexes pinned, the same
+// digests from the second release.
+func TestPublish(t *testing.T) {
+	reg, dist := loopbackRegistry(t)
+	rel := publish(t, reg)
+	t.Log("\n" + rel.String())
+	ctx := t.Context()
+
+	if len(rel.Images) != len(ociimage.Images) {
+		t.Fatalf("released %d images, want %d", len(rel.Images), len(ociimage.Images))
+	}
+	for i, img := range rel.Images {
+		src := ociimage.Images[i]
+		t.Run(img.Name, func(t *testing.T) {
+			repo := "c5c3/" + img.Name
+			_, tag, _ := strings.Cut(img.Tagged, repo+":")
+			body, digest, err := dist.Get(ctx, repo, "manifests/"+tag, string(types.OCIImageIndex))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(img.Reference, "@"+digest) {
+				t.Errorf("the tag %s is %s, but the release printed %s", img.Tagged, digest, img.Reference)
+			}
+			var index v1.IndexManifest
+			if err := json.Unmarshal(body, &index); err != nil {
+				t.Fatal(err)
+			}
+			var platforms []string
+			for _, m := range index.Manifests {
+				platforms = append(platforms, m.Platform.String())
+			}
+			if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+				t.Errorf("the index lists %v, want %v", platforms, want)
+			}
+
+			for j, p := range img.Platforms {
+				if index.Manifests[j].Digest != p.Digest {
+					t.Errorf("linux/%s is %s in the index, %s in the release", p.Arch, index.Manifests[j].Digest, p.Digest)
+				}
+				doc := referredSBOM(t, dist, repo, p)
+				modules := goListModules(t, src.Package, p.Arch)
+				if got := sbomModules(t, doc); !slices.Equal(got, modules) {
+					t.Errorf("linux/%s: the SBOM names the modules\n%v\nwant, as go list -deps gives them,\n%v", p.Arch, got, modules)
+				}
+			}
+		})
+	}
+
+	t.Run("chart", func(t *testing.T) {
+		rc, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := strings.TrimPrefix(rel.Chart, "oci://") + ":" + rel.ChartVersion
+		pulled, err := rc.Pull(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pulled.Manifest.Digest != rel.ChartDigest {
+			t.Errorf("%s is %s, the release printed %s", ref, pulled.Manifest.Digest, rel.ChartDigest)
+		}
+		archive, err := os.ReadFile(rel.ChartArchive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(pulled.Chart.Data, archive) {
+			t.Errorf("the pushed chart differs from %s", rel.ChartArchive)
+		}
+		c, err := loader.LoadArchive(bytes.NewReader(pulled.Chart.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		local, err := chart.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Metadata.AppVersion != local.Metadata.AppVersion || c.Metadata.Version != local.Metadata.Version {
+			t.Errorf("the chart is %s (appVersion %s), want Chart.yaml's %s (%s)", c.Metadata.Version, c.Metadata.AppVersion, local.Metadata.Version, local.Metadata.AppVersion)
+		}
+		// The defaults of the packaged chart run the released indexes.
+		r, err := chart.RenderChart(c, nil, chart.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range r.Select("Deployment") {
+			var dep appsv1.Deployment
+			if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(d.Object, &dep); err != nil {
+				t.Fatal(err)
+			}
+			image := dep.Spec.Template.Spec.Containers[0].Image
+			if !slices.ContainsFunc(rel.Images, func(img Image) bool { return img.Reference == image }) {
+				t.Errorf("Deployment %s runs %s, want one of the released indexes by digest", dep.Name, image)
+			}
+		}
+		var listed []map[string]string
+		if err := yaml.Unmarshal([]byte(c.Metadata.Annotations[annotationImages]), &listed); err != nil {
+			t.Fatal(err)
+		}
+		for i, img := range rel.Images {
+			_, digest, _ := strings.Cut(img.Reference, "@")
+			if want := img.Tagged + "@" + digest; i >= len(listed) || listed[i]["image"] != want {
+				t.Errorf("Artifact Hub's images %v, want %s", listed, want)
+			}
+		}
+		// Everything of values.yaml but the pinned scalars is as written.
+		if got, want := unpinned(t, c), unpinned(t, local); got != want {
+			t.Errorf("values.yaml changed beyond the images:\n%s\nwant\n%s", got, want)
+		}
+	})
+
+	t.Run("reproducible", func(t *testing.T) {
+		again := publish(t, reg)
+		for i := range rel.Images {
+			a, b := rel.Images[i], again.Images[i]
+			if a.Reference != b.Reference || !slices.Equal(a.Platforms, b.Platforms) {
+				t.Errorf("%s: released %s %v, then %s %v", a.Name, a.Reference, a.Platforms, b.Reference, b.Platforms)
+			}
+		}
+		if again.ChartDigest != rel.ChartDigest {
+			t.Errorf("the chart was released as %s, then as %s", rel.ChartDigest, again.ChartDigest)
+		}
+		first, err := os.ReadFile(rel.ChartArchive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := os.ReadFile(again.ChartArchive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Errorf("%s and %s differ", rel.ChartArchive, again.ChartArchive)
+		}
+	})
+}
+
+// TestPublishRefusesABadRegistry: the registry is checked before anything
+// is built, and the error names it.
+func TestPublishRefusesABadRegistry(t *testing.T) {
+	for _, reg := range []string{"", "https://ghcr.io/c5c3", "ghcr.io/c5c3:v1", "ghcr.io//c5c3", "ghcr.io/C5C3"} {
+		_, err := Publish(t.Context(), Options{Registry: reg, Images: ociimage.Options{OutDir: t.TempDir()}})
+		if err == nil || !strings.Contains(err.Error(), "registry \""+reg+"\"") {
+			t.Errorf("registry %q: %v, want it refused by name", reg, err)
+		}
+	}
+}
+
+// spdxDocument is what the test reads of an SPDX 2.3 JSON document.
+type spdxDocument struct {
+	SPDXVersion string `json:"spdxVersion"`
+	Packages    []struct {
+		SPDXID      string `json:"SPDXID"`
+		Name        string `json:"name"`
+		VersionInfo string `json:"versionInfo"`
+	} `json:"packages"`
+	Relationships []spdxRelationship `json:"relationships"`
+}
+
+type spdxRelationship struct {
+	Element string `json:"spdxElementId"`
+	Type    string `json:"relationshipType"`
+	Related string `json:"relatedSpdxElement"`
+}
+
+// referredSBOM finds the SBOM of a platform's image through the registry's
+// referrers API and returns its SPDX document.
+func referredSBOM(t *testing.T, dist ociimage.Distribution, repo string, p ociimage.Platform) spdxDocument {
+	t.Helper()
+	ctx := t.Context()
+	body, _, err := dist.Get(ctx, repo, "referrers/"+p.Digest.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var referrers v1.IndexManifest
+	if err := json.Unmarshal(body, &referrers); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(referrers.Manifests, func(d v1.Descriptor) bool { return d.Digest == p.SBOM }) {
+		t.Fatalf("linux/%s: the referrers of %s are %v, want the SBOM %s", p.Arch, p.Digest, referrers.Manifests, p.SBOM)
+	}
+	body, _, err = dist.Get(ctx, repo, "manifests/"+p.SBOM.String(), string(types.OCIManifestSchema1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ArtifactType != ociimage.SBOMMediaType || m.Subject == nil || m.Subject.Digest != p.Digest || len(m.Layers) != 1 || m.Layers[0].MediaType != ociimage.SBOMMediaType {
+		t.Fatalf("linux/%s: the SBOM manifest is %s", p.Arch, body)
+	}
+	blob, _, err := dist.Get(ctx, repo, "blobs/"+m.Layers[0].Digest.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc spdxDocument
+	if err := json.Unmarshal(blob, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || !slices.Contains(doc.Relationships, spdxRelationship{Element: "SPDXRef-DOCUMENT", Type: "DESCRIBES", Related: doc.Packages[0].SPDXID}) {
+		t.Fatalf("linux/%s: not an SPDX 2.3 document describing the binary: %s", p.Arch, blob)
+	}
+	return doc
+}
+
+// sbomModules are the Go modules an SBOM names, PATH@VERSION, sorted.
+func sbomModules(t *testing.T, doc spdxDocument) []string {
+	t.Helper()
+	var modules []string
+	for _, p := range doc.Packages[1:] {
+		if p.Name == "stdlib" {
+			if p.VersionInfo != runtime.Version() {
+				t.Errorf("the SBOM names the Go standard library %s, want %s", p.VersionInfo, runtime.Version())
+			}
+			continue
+		}
+		modules = append(modules, p.Name+"@"+p.VersionInfo)
+	}
+	slices.Sort(modules)
+	return modules
+}
+
+// goListModules are the modules, PATH@VERSION and sorted, that provide the
+// packages of a binary built for linux/arch, as go list tells them.
+func goListModules(t *testing.T, pkg, arch string) []string {
+	t.Helper()
+	root, err := ociimage.ModuleRoot(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f",
+		"{{with .Module}}{{if not .Main}}{{with .Replace}}{{.Path}}@{{.Version}}{{else}}{{.Path}}@{{.Version}}{{end}}{{end}}{{end}}", pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var modules []string
+	for _, m := range strings.Fields(string(out)) {
+		if !slices.Contains(modules, m) {
+			modules = append(modules, m)
+		}
+	}
+	slices.Sort(modules)
+	if len(modules) < 10 {
+		t.Fatalf("go list names %d modules for %s: %v", len(modules), pkg, modules)
+	}
+	return modules
+}
+
+// unpinned is a chart's values.yaml with the images' repositories and
+// digests set to one placeholder.
+func unpinned(t *testing.T, c *helmchart.Chart) string {
+	t.Helper()
+	values, ok := rawFile(c, "values.yaml")
+	if !ok {
+		t.Fatal("no values.yaml")
+	}
+	set := map[string]string{}
+	for _, img := range ociimage.Images {
+		set[img.Component+".image.repository"] = "x"
+		set[img.Component+".image.digest"] = "x"
+	}
+	out, err := setScalars(values, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
