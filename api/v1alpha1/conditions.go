@@ -72,6 +72,11 @@ const (
 	ReasonExpandFailed          = "ExpandFailed"
 	ReasonMigrateFailed         = "MigrateFailed"
 	ReasonContractFailed        = "ContractFailed"
+	// ReasonDatabaseObjectConflict: a database object the Glance needs (its
+	// Database, a User or Grant, their Secrets), or the SQL user one makes,
+	// is another owner's; the message names it and its owner. The operator
+	// neither adopts, changes nor deletes it.
+	ReasonDatabaseObjectConflict = "DatabaseObjectConflict"
 
 	ReasonDeploymentReady      = "DeploymentReady"
 	ReasonWaitingForDeployment = "WaitingForDeployment"

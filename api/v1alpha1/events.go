@@ -50,7 +50,7 @@ var EventReasons = []string{
 	EventDatabaseUserCreating, EventDatabaseUserSwitched, EventDatabaseUserDropped,
 	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
 	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
-	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed,
+	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed, ReasonDatabaseObjectConflict,
 	ReasonConfigError, ReasonBackendsProjectionFailed, ReasonWaitingForDatabase, ReasonWaitingForDeployment,
 	ReasonHTTPRouteNotAccepted, ReasonHealthCheckFailed, ReasonHPAFailed, ReasonNetworkPolicyFailed,
 	ReasonDBPurgeCronJobFailed,

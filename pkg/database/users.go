@@ -1,6 +1,9 @@
 package database
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Slot is one of the two database users a managed Glance alternates
 // between. MariaDB holds one password per user, so a rotation that changed
@@ -17,8 +20,29 @@ const (
 	SlotB Slot = "b"
 )
 
-// SlotBSuffix makes slot B's database user, and its objects, from slot A's.
-const SlotBSuffix = "-b"
+// SlotBSuffix makes slot B's database user, and the name of its User and
+// Grant, from slot A's. A dot never ends a Glance's name (a DNS-1035 label),
+// so slot B's objects can never be another Glance's slot A objects in the
+// same namespace; CheckUsername refuses a user that ends in it, so slot B's
+// user can never be another Glance's user on the same MariaDB.
+const SlotBSuffix = ".b"
+
+// MaxUsernameLength is the longest user name MariaDB takes.
+const MaxUsernameLength = 80
+
+// CheckUsername says why user cannot be slot A's user of a Glance whose
+// users the operator makes; nil when it can.
+func CheckUsername(user string) error {
+	switch {
+	case strings.HasSuffix(user, SlotBSuffix):
+		return fmt.Errorf("%q ends in %q, which the operator keeps for the second user of each Glance (that of %q); choose a user that does not end in it",
+			user, SlotBSuffix, strings.TrimSuffix(user, SlotBSuffix))
+	case len(user)+len(SlotBSuffix) > MaxUsernameLength:
+		return fmt.Errorf("%q is %d characters long; MariaDB takes %d, and the operator's second user adds %q, so at most %d",
+			user, len(user), MaxUsernameLength, SlotBSuffix, MaxUsernameLength-len(SlotBSuffix))
+	}
+	return nil
+}
 
 // Other is the other slot.
 func (s Slot) Other() Slot {

@@ -84,3 +84,28 @@ func TestPlanUsersNeverChangesALiveUser(t *testing.T) {
 		}
 	}
 }
+
+// Slot B's user is slot A's with SlotBSuffix: a slot A user that ends in it
+// could be another Glance's slot B user, and one too long for it leaves no
+// room for the suffix.
+func TestCheckUsername(t *testing.T) {
+	for _, c := range []struct {
+		user  string
+		fails string
+	}{
+		{"glance", ""},
+		{"glance-b", ""},
+		{"glance.bb", ""},
+		{"glance.b", `ends in ".b"`},
+		{strings.Repeat("u", MaxUsernameLength-len(SlotBSuffix)), ""},
+		{strings.Repeat("u", MaxUsernameLength-len(SlotBSuffix)+1), "at most 78"},
+	} {
+		err := CheckUsername(c.user)
+		if (err == nil) != (c.fails == "") || (err != nil && !strings.Contains(err.Error(), c.fails)) {
+			t.Errorf("CheckUsername(%q) = %v, want an error saying %q", c.user, err, c.fails)
+		}
+		if err == nil && strings.TrimSuffix(SlotB.Username(c.user), SlotBSuffix) != c.user {
+			t.Errorf("slot b's user of %q does not lead back to it", c.user)
+		}
+	}
+}

@@ -2,8 +2,12 @@ package render
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 
 	"github.com/robfig/cron/v3"
 	batchv1 "k8s.io/api/batch/v1"
@@ -38,12 +42,6 @@ const (
 	ContainerLoadMetadefs   = "db-load-metadefs"
 	ContainerDBPurge        = "db-purge"
 	databaseJobBackoffLimit = 3
-	// schemaJobActiveDeadlineSeconds ends a schema Job that never finishes
-	// (a pod that cannot be scheduled or mount its volumes, a glance-manage
-	// blocked on a lock) as a failure the operator reports and retries,
-	// rather than an in-progress that lasts forever. An hour is far beyond
-	// any Glance migration.
-	schemaJobActiveDeadlineSeconds = 3600
 )
 
 // DatabaseJobName is the name of the Job of kind: {name}-{kind}.
@@ -95,6 +93,9 @@ func DatabaseJob(g *v1alpha1.Glance, f WorkloadFacts, kind DatabaseJobKind, imag
 		Spec:       pod,
 	}
 	annotations := map[string]string{AnnotationPodTemplateHash: PodTemplateHash(template)}
+	if kind == DBSync {
+		annotations[AnnotationSchemaKey] = SchemaKey(g, image)
+	}
 	if f.DBConnectionHash != "" {
 		annotations[AnnotationDBConnectionHash] = f.DBConnectionHash
 	}
@@ -110,12 +111,28 @@ func DatabaseJob(g *v1alpha1.Glance, f WorkloadFacts, kind DatabaseJobKind, imag
 			Labels:      labels,
 			Annotations: annotations,
 		},
+		// No activeDeadlineSeconds: a deadline would kill a long migration
+		// mid-DDL, which MySQL cannot roll back. A pod that never starts is
+		// the reconciler's to end (see stuckSchemaPod).
 		Spec: batchv1.JobSpec{
-			ActiveDeadlineSeconds: ptr.To[int64](schemaJobActiveDeadlineSeconds),
-			BackoffLimit:          ptr.To[int32](databaseJobBackoffLimit),
-			Template:              template,
+			BackoffLimit: ptr.To[int32](databaseJobBackoffLimit),
+			Template:     template,
 		},
 	}, nil
+}
+
+// SchemaKey is what the schema a db-sync brings depends on: the image
+// (its migrations and metadefs), the release and the database it syncs.
+// Nothing else of the Job's template (env, resources, the config's other
+// sections) changes the schema, so an operator upgrade that renders the
+// template otherwise runs no db-sync.
+func SchemaKey(g *v1alpha1.Glance, image string) string {
+	host, err := DatabaseHost(g)
+	if err != nil {
+		host = err.Error()
+	}
+	sum := sha256.Sum256([]byte(strings.Join([]string{image, g.Spec.OpenStackRelease, host, strconv.Itoa(int(DatabasePort(g))), g.Spec.Database.Database}, "\x00")))
+	return hex.EncodeToString(sum[:8])
 }
 
 func glanceManagePodSpec(g *v1alpha1.Glance, f WorkloadFacts) corev1.PodSpec {

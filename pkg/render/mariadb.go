@@ -21,25 +21,26 @@ const ComponentDatabase = "database"
 
 // DatabaseObjects are the mariadb-operator Database of a Glance with
 // spec.database.clusterRef, named after it, and the User and Grant of the
-// database user slot the DSN names (see database.Slot), whose user is
-// username. With Dynamic credentials the secret store issues the users, so
+// database user slot the DSN names (see database.Slot), whose SQL user is
+// user. With Dynamic credentials the secret store issues the users, so
 // only the Database is the operator's.
-func DatabaseObjects(g *v1alpha1.Glance, slot database.Slot, username string) []*unstructured.Unstructured {
+func DatabaseObjects(g *v1alpha1.Glance, slot database.Slot, user string) []*unstructured.Unstructured {
 	db := databaseChild(g, DatabaseGVK, g.Name, map[string]any{
 		"mariaDbRef": mariaDBRef(g), "name": g.Spec.Database.Database, "characterSet": "utf8", "collate": "utf8_general_ci",
 	})
 	if g.Spec.Database.CredentialsMode == v1alpha1.CredentialsModeDynamic {
 		return []*unstructured.Unstructured{db}
 	}
-	return append([]*unstructured.Unstructured{db}, DatabaseUserObjects(g, slot, username)...)
+	return append([]*unstructured.Unstructured{db}, DatabaseUserObjects(g, slot, user)...)
 }
 
-// DatabaseUserObjects are the User and Grant of a database user slot:
-// slot A's are named after the Glance, slot B's with database.SlotBSuffix;
-// the user is the slot's (slot.Username), its password the slot's
-// password Secret's.
-func DatabaseUserObjects(g *v1alpha1.Glance, slot database.Slot, username string) []*unstructured.Unstructured {
-	name, user := DatabaseUserObjectName(g.Name, slot), slot.Username(username)
+// DatabaseUserObjects are the User and Grant of a database user slot whose
+// SQL user is user (slot.Username of the credentials' user when the slot is
+// made): slot A's are named after the Glance, slot B's with
+// database.SlotBSuffix appended, a name no Glance's slot A can have; its
+// password is the slot's password Secret's.
+func DatabaseUserObjects(g *v1alpha1.Glance, slot database.Slot, user string) []*unstructured.Unstructured {
+	name := DatabaseUserObjectName(g.Name, slot)
 	return []*unstructured.Unstructured{
 		databaseChild(g, UserGVK, name, map[string]any{
 			"mariaDbRef": mariaDBRef(g), "name": user, "host": "%",

@@ -20,9 +20,9 @@ func TestDatabaseObjects(t *testing.T) {
 		passwordSecret string
 	}{
 		{database.SlotA, g.Name, "glance-user", g.Name + "-db-user-a"},
-		{database.SlotB, g.Name + "-b", "glance-user-b", g.Name + "-db-user-b"},
+		{database.SlotB, g.Name + ".b", "glance-user.b", g.Name + "-db-user-b"},
 	} {
-		objs := DatabaseObjects(g, c.slot, "glance-user")
+		objs := DatabaseObjects(g, c.slot, c.slot.Username("glance-user"))
 		var kinds []string
 		for _, o := range objs {
 			kinds = append(kinds, o.GetKind())

@@ -49,6 +49,10 @@ const (
 	// AnnotationPodTemplateHash is set on each database Job to
 	// PodTemplateHash of the template it was rendered with.
 	AnnotationPodTemplateHash = "glance.openstack.c5c3.io/pod-template-hash"
+	// AnnotationSchemaKey is set on the db-sync Job to SchemaKey of what it
+	// syncs: a Job that succeeded with the same key need not run again,
+	// whatever else of its template changed.
+	AnnotationSchemaKey = "glance.openstack.c5c3.io/schema-key"
 	// LabelUpgrade labels a phase Job with the upgrade it runs for.
 	LabelUpgrade = "glance.openstack.c5c3.io/upgrade"
 )

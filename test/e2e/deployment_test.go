@@ -397,12 +397,12 @@ func TestSecretRotation(t *testing.T) {
 	// once the roll is over.
 	var conn corev1.Secret
 	s.get("glance-db-connection", &conn)
-	if dsn := string(conn.Data["connection"]); !strings.Contains(dsn, "//glance-b:rotated%2Fglance-db%3F@") || string(conn.Data["slot"]) != "b" {
-		t.Errorf("the connection Secret does not carry the rotated password (percent-encoded) of database user glance-b")
+	if dsn := string(conn.Data["connection"]); !strings.Contains(dsn, "//glance.b:rotated%2Fglance-db%3F@") || string(conn.Data["slot"]) != "b" {
+		t.Errorf("the connection Secret does not carry the rotated password (percent-encoded) of database user glance.b")
 	}
 	for _, kind := range []string{"User", "Grant"} {
-		if !s.get("glance-b", mariaDBObject(kind)) {
-			t.Errorf("no %s glance-b after the rotation", kind)
+		if !s.get("glance.b", mariaDBObject(kind)) {
+			t.Errorf("no %s glance.b after the rotation", kind)
 		}
 		s.gone(kind, "glance", mariaDBObject(kind))
 	}

@@ -369,8 +369,9 @@ func (op *mariadbOperator) drop(ctx context.Context, gvk schema.GroupVersionKind
 	return nil
 }
 
-// applyUser creates the user, or sets its password when its Secret's
-// changed since it last did.
+// applyUser creates the user, or sets its password when its Secret's, or
+// the user it names, changed since it last did: a User whose spec.name
+// changes makes that user, as mariadb-operator does.
 func (op *mariadbOperator) applyUser(ctx context.Context, db *sql.DB, key types.NamespacedName, ns, name, host, secretName, secretKey string) error {
 	secret := &corev1.Secret{}
 	if err := op.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: secretName}, secret); err != nil {
@@ -380,7 +381,7 @@ func (op *mariadbOperator) applyUser(ctx context.Context, db *sql.DB, key types.
 	if !ok {
 		return fmt.Errorf("spec.passwordSecretKeyRef: Secret %s has no key %q", secretName, secretKey)
 	}
-	sum := sha256.Sum256(password)
+	sum := sha256.Sum256(append([]byte(name+"@"+host+"\x00"), password...))
 	digest := hex.EncodeToString(sum[:])
 	op.mu.Lock()
 	applied := op.passwords[key] == digest

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +31,9 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	wait := ctrl.Result{RequeueAfter: DatabasePollInterval}
 	if g.Spec.Database.ClusterRef != nil {
 		done, err := ensureManagedDatabase(ctx, g, p)
+		if result, conflict := databaseConflict(ctx, g, p, err); conflict {
+			return result, nil
+		}
 		if err != nil || !done {
 			return wait, err
 		}
@@ -101,11 +107,15 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	switch {
 	case d.Invalid:
 		return ctrl.Result{}, errors.New(d.Message)
-	case !result.IsZero():
+	case !d.Pass && !result.IsZero():
 		return result, nil
 	case !d.Pass:
 		return wait, nil
 	}
+	// The schema serves the spec's image (a contract that fails is retried
+	// while the new pods serve): the steps after this one go on, and the
+	// retry comes back at its time.
+	p.recheckAfter(result.RequeueAfter)
 	return ctrl.Result{}, nil
 }
 
@@ -131,7 +141,7 @@ func retrySchemaJob(ctx context.Context, p *pass, g *v1alpha1.Glance, d *databas
 		return ctrl.Result{}, nil
 	}
 	j := existing[d.Failed]
-	failedAt, why := jobFailure(j)
+	failedAt, why := jobFailure(p, j)
 	next, counted := database.CountFailure(retry, d.Failed, j.UID, failedAt)
 	g.Status.SchemaJobRetry = next
 	if counted {
@@ -155,8 +165,11 @@ func retrySchemaJob(ctx context.Context, p *pass, g *v1alpha1.Glance, d *databas
 }
 
 // jobFailure is when a failed Job failed and why, in the Job controller's
-// words.
-func jobFailure(j *batchv1.Job) (time.Time, string) {
+// words, or why it never started (stuckSchemaJob).
+func jobFailure(p *pass, j *batchv1.Job) (time.Time, string) {
+	if why := p.stuckJobs[j.UID]; why != "" {
+		return time.Now(), "it never started: " + why
+	}
 	for _, c := range j.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
 			why := cmp.Or(c.Reason, "failed")
@@ -200,19 +213,30 @@ func observeJob(ctx context.Context, p *pass, kind database.JobKind, desired *ba
 		return cur, database.JobAbsent, nil
 	}
 	current := sameTemplate(cur, desired)
-	// A phase Job's success is pinned to the upgrade it ran for: a config
-	// change mid-phase does not run it again, and the next upgrade runs its
-	// own, whatever the template (an image tag may be reused).
-	done := current
+	// A db-sync's success holds while the schema it brought is the one
+	// wanted (sameSchema): a new env var or config key rendered by another
+	// operator version runs none. A phase Job's success is pinned to the
+	// upgrade it ran for: a config change mid-phase does not run it again,
+	// and the next upgrade runs its own, whatever the template (an image tag
+	// may be reused).
+	done := sameSchema(cur, desired)
 	if kind != database.Sync {
 		done = cur.Labels[render.LabelUpgrade] == desired.Labels[render.LabelUpgrade]
 	}
+	if !jobFinished(cur) {
+		why, err := stuckSchemaJob(ctx, p, cur)
+		if err != nil || why == "" {
+			return cur, database.JobRunning, err
+		}
+		if p.stuckJobs == nil {
+			p.stuckJobs = map[types.UID]string{}
+		}
+		p.stuckJobs[cur.UID] = why
+	}
 	switch {
-	case !jobFinished(cur):
-		return cur, database.JobRunning, nil
 	case jobCondition(cur, batchv1.JobComplete) && done:
 		return cur, database.JobSucceeded, nil
-	case jobCondition(cur, batchv1.JobFailed) && current && sameCredentials(cur, desired):
+	case (jobCondition(cur, batchv1.JobFailed) || p.stuckJobs[cur.UID] != "") && current && sameCredentials(cur, desired):
 		return cur, database.JobFailed, nil
 	}
 	return cur, database.JobAbsent, nil
@@ -223,10 +247,103 @@ func sameTemplate(cur, desired *batchv1.Job) bool {
 	return cur.Annotations[render.AnnotationPodTemplateHash] == desired.Annotations[render.AnnotationPodTemplateHash]
 }
 
+// sameSchema reports whether a db-sync Job synced the schema desired
+// would: the same render.SchemaKey. A Job from before the key counts as the
+// same when it ran the same image.
+func sameSchema(cur, desired *batchv1.Job) bool {
+	if key, ok := cur.Annotations[render.AnnotationSchemaKey]; ok {
+		return key == desired.Annotations[render.AnnotationSchemaKey]
+	}
+	c, d := cur.Spec.Template.Spec.Containers, desired.Spec.Template.Spec.Containers
+	return len(c) > 0 && len(d) > 0 && c[0].Image == d[0].Image
+}
+
 // sameCredentials reports whether a Job ran with the database credentials
 // desired has: a run that failed with others is tried again at once.
 func sameCredentials(cur, desired *batchv1.Job) bool {
 	return cur.Annotations[render.AnnotationDBConnectionHash] == desired.Annotations[render.AnnotationDBConnectionHash]
+}
+
+// ended reports whether a Job may be deleted without cutting a run short:
+// it finished, or it never started (stuckSchemaJob).
+func ended(p *pass, j *batchv1.Job) bool {
+	return jobFinished(j) || p.stuckJobs[j.UID] != ""
+}
+
+// schemaPodStartGrace is how long a schema Job's pod may go without
+// starting a container before the Job counts as failed: room for a slow
+// image pull or a scheduler catching up, and far less than a migration on a
+// big table may take, which no deadline cuts short.
+const schemaPodStartGrace = 5 * time.Minute
+
+// stuckSchemaJob says why a schema Job that has not finished never started:
+// it has run for schemaPodStartGrace, no pod of it ever ran a container,
+// init containers included, and each has waited that long. Such a Job ran no
+// DDL, so ending it interrupts nothing. Empty when a pod started or may
+// still start. Its pods are read from the API server (the cache holds the
+// API pods only), and only once the Job is that old.
+func stuckSchemaJob(ctx context.Context, p *pass, j *batchv1.Job) (string, error) {
+	if j.Status.StartTime == nil || time.Since(j.Status.StartTime.Time) < schemaPodStartGrace || j.Status.Succeeded+j.Status.Failed > 0 {
+		return "", nil
+	}
+	var pods corev1.PodList
+	if err := p.cluster.Reader.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(j.UID)}); err != nil {
+		return "", fmt.Errorf("list the pods of Job %s: %w", j.Name, err)
+	}
+	if len(pods.Items) == 0 {
+		return fmt.Sprintf("no pod was made for it in %s (a quota or an admission refusing the pod, say: kubectl describe job %s shows why)", schemaPodStartGrace, j.Name), nil
+	}
+	var why string
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		reason, waiting := podNeverStarted(pod)
+		if !waiting || time.Since(podWaitingSince(pod)) < schemaPodStartGrace {
+			return "", nil
+		}
+		if why == "" {
+			why = fmt.Sprintf("pod %s, for %s: %s", pod.Name, schemaPodStartGrace, reason)
+		}
+	}
+	return why, nil
+}
+
+// podNeverStarted says why a pod has run no container yet, init containers
+// included; waiting is false once one ran.
+func podNeverStarted(pod *corev1.Pod) (reason string, waiting bool) {
+	if pod.Status.Phase != corev1.PodPending {
+		return "", false
+	}
+	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	for _, st := range statuses {
+		if st.State.Running != nil || st.State.Terminated != nil || st.LastTerminationState.Terminated != nil {
+			return "", false
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSuffix(fmt.Sprintf("not scheduled: %s: %s", c.Reason, c.Message), ": "), true
+		}
+	}
+	for _, st := range statuses {
+		if w := st.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return strings.TrimSuffix(fmt.Sprintf("container %s waits: %s: %s", st.Name, w.Reason, w.Message), ": "), true
+		}
+	}
+	return fmt.Sprintf("its containers were never created (a volume that does not mount, say: kubectl describe pod %s shows why)", pod.Name), true
+}
+
+// podWaitingSince is when a pod that never started began waiting: when the
+// kubelet took it, or when the scheduler first found no node for it.
+func podWaitingSince(pod *corev1.Pod) time.Time {
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return pod.CreationTimestamp.Time
 }
 
 // jobFinished reports whether the Job has come to an end, either way.
@@ -250,8 +367,8 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 // left to finish. Jobs are never TTL-deleted.
 func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *batchv1.Job) error {
 	if cur != nil {
-		same := sameTemplate(cur, desired) && sameCredentials(cur, desired) && cur.Labels[render.LabelUpgrade] == desired.Labels[render.LabelUpgrade]
-		if cur.DeletionTimestamp == nil && (same || !jobFinished(cur)) {
+		same := sameTemplate(cur, desired) && sameSchema(cur, desired) && sameCredentials(cur, desired) && cur.Labels[render.LabelUpgrade] == desired.Labels[render.LabelUpgrade]
+		if cur.DeletionTimestamp == nil && (same || !ended(p, cur)) {
 			return nil
 		}
 		// The old Job's pods go with it; the new one is created once the
@@ -267,9 +384,10 @@ func ensureJob(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, cur *b
 	return nil
 }
 
-// deleteJob deletes a finished Job; a running one is never cut short.
+// deleteJob deletes a finished Job, or one that never started; a running
+// one is never cut short.
 func deleteJob(ctx context.Context, p *pass, j *batchv1.Job) error {
-	if j == nil || j.DeletionTimestamp != nil || !jobFinished(j) {
+	if j == nil || j.DeletionTimestamp != nil || !ended(p, j) {
 		return nil
 	}
 	err := p.cluster.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID})

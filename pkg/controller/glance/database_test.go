@@ -46,6 +46,11 @@ func schemaJob(hash, upgrade string, conditions ...batchv1.JobConditionType) *ba
 	return j
 }
 
+// schemaKey sets a db-sync Job's render.AnnotationSchemaKey.
+func schemaKey(key string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) { j.Annotations[render.AnnotationSchemaKey] = key }
+}
+
 func withJob(j *batchv1.Job, edit func(*batchv1.Job)) *batchv1.Job {
 	edit(j)
 	return j
@@ -95,7 +100,7 @@ func TestJobFinished(t *testing.T) {
 // conditions, its pod template hash and credentials and, for a phase Job,
 // the upgrade it ran for.
 func TestObserveJob(t *testing.T) {
-	desired := schemaJob("current", thisUpgrade)
+	desired := withJob(schemaJob("current", thisUpgrade), schemaKey("k1"))
 	deleting := func(j *batchv1.Job) {
 		j.DeletionTimestamp = &metav1.Time{Time: time.Unix(1_800_000_000, 0)}
 		j.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
@@ -126,8 +131,16 @@ func TestObserveJob(t *testing.T) {
 			j.Status.Succeeded, j.Status.Failed = 0, 3
 		}), database.JobSucceeded},
 		{"failed", database.Sync, schemaJob("current", thisUpgrade, batchv1.JobFailed), database.JobFailed},
-		// A finished Job of another template runs again.
-		{"db-sync complete with another template", database.Sync, schemaJob("old", thisUpgrade, batchv1.JobComplete), database.JobAbsent},
+		// A db-sync that brought the schema wanted stays done whatever else
+		// of its template changed (another operator version rendered it);
+		// one of another image, release or database runs again. One from
+		// before the schema key is judged by its image.
+		{"db-sync complete with another template, same schema", database.Sync, withJob(schemaJob("old", thisUpgrade, batchv1.JobComplete), schemaKey("k1")), database.JobSucceeded},
+		{"db-sync complete for another schema", database.Sync, withJob(schemaJob("current", thisUpgrade, batchv1.JobComplete), schemaKey("k0")), database.JobAbsent},
+		{"db-sync complete before the schema key, same image", database.Sync, schemaJob("old", thisUpgrade, batchv1.JobComplete), database.JobSucceeded},
+		{"db-sync complete before the schema key, another image", database.Sync, withJob(schemaJob("old", thisUpgrade, batchv1.JobComplete), func(j *batchv1.Job) {
+			j.Spec.Template.Spec.Containers[0].Image = "registry.example.com/openstack/glance:older"
+		}), database.JobAbsent},
 		{"db-sync failed with another template", database.Sync, schemaJob("old", thisUpgrade, batchv1.JobFailed), database.JobAbsent},
 		// A phase Job that succeeded for this upgrade stays done through a
 		// config change; a failed one is retried with it. One of the last

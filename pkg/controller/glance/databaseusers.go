@@ -31,6 +31,21 @@ type slotObjects struct {
 
 func (o slotObjects) exists() bool { return o.secret != nil || o.user != nil || o.grant != nil }
 
+// username is the slot's SQL user: its Secret's, or, for slot A of a
+// Glance from before the slots, its User's; the credentials' user of the
+// slot when it has neither yet.
+func (o slotObjects) username(p *pass, s database.Slot) string {
+	switch {
+	case o.secret != nil:
+		return string(o.secret.Data[render.DatabaseUserUsernameKey])
+	case o.user != nil:
+		if name, _, _ := unstructured.NestedString(o.user.Object, "spec", "name"); name != "" {
+			return name
+		}
+	}
+	return s.Username(p.credentials.username)
+}
+
 // ensureDatabaseUsers keeps the two database users a managed Glance with
 // static credentials alternates between (database.Slot): a new password in
 // the credentials Secret goes to the slot the pods do not connect as; the
@@ -40,11 +55,14 @@ func (o slotObjects) exists() bool { return o.secret != nil || o.user != nil || 
 // one user, the credentials Secret's, and leave both empty. The
 // DBConnectionSecret step runs it, as the slot decides the DSN.
 func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
-	if g.Spec.Database.ClusterRef == nil || g.Spec.Database.CredentialsMode == v1alpha1.CredentialsModeDynamic || p.credentials.dsnError != "" {
+	if !makesDatabaseUsers(g) || p.credentials.dsnError != "" {
 		return nil
 	}
 	if installed, err := p.cluster.Serves(render.UserGVK); err != nil || !installed {
 		// The Database step says that the API is missing.
+		return err
+	}
+	if err := refuseSharedSQLUsers(ctx, p, g, database.SlotA.Username(p.credentials.username), database.SlotB.Username(p.credentials.username)); err != nil {
 		return err
 	}
 	slots := map[database.Slot]slotObjects{}
@@ -69,7 +87,8 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 		if err != nil {
 			return err
 		}
-		obs.Settled, p.recheck = settled, recheck
+		obs.Settled = settled
+		p.recheckAfter(recheck)
 	}
 	plan := database.PlanUsers(obs)
 	if plan.Waiting != "" {
@@ -83,14 +102,9 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 	}
 	// The DSN is the active slot's user as its Secret holds it: one of an
 	// older password, or an older user name, until the pods roll off it.
-	user, password := plan.Active.Username(p.credentials.username), ""
-	switch active := slots[plan.Active]; {
-	case active.secret != nil:
-		user, password = string(active.secret.Data[render.DatabaseUserUsernameKey]), string(active.secret.Data[render.DatabaseUserPasswordKey])
-	case active.user != nil:
-		// Slot A of a Glance from before the slots: its user is the
-		// User's, whose password follows the credentials Secret.
-		user, _, _ = unstructured.NestedString(active.user.Object, "spec", "name")
+	user, password := slots[plan.Active].username(p, plan.Active), ""
+	if active := slots[plan.Active]; active.secret != nil {
+		password = string(active.secret.Data[render.DatabaseUserPasswordKey])
 	}
 	if plan.Provision != "" {
 		written, err := provisionSlot(ctx, g, p, plan.Provision, slots[plan.Provision], plan.Provision != plan.Active)
@@ -110,7 +124,7 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 	if plan.Active != obs.Active && obs.Active != "" {
 		announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseUserSwitched, "Rotate",
 			"The pods roll onto database user %s (slot %s), Ready with the new password; user %s is dropped once no pod connects as it",
-			plan.Active.Username(p.credentials.username), plan.Active, obs.Active.Username(p.credentials.username))
+			user, plan.Active, slots[obs.Active].username(p, obs.Active))
 	}
 	dsn, err := render.DSN(g, user, password)
 	if err != nil {
@@ -118,12 +132,19 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 		// differs, which the DSN escapes.
 		return fmt.Errorf("the database connection of user slot %s: %w", plan.Active, err)
 	}
-	p.dsn, p.dbSlot = dsn, plan.Active
+	p.dsn, p.dbSlot, p.dbUser = dsn, plan.Active, user
 	p.credentials.dsnHash = keyedDigest(p.digestKey, dsn)
 	return nil
 }
 
-// readSlot reads what exists of a slot.
+// makesDatabaseUsers reports whether the operator makes g's database users:
+// a managed database with static credentials.
+func makesDatabaseUsers(g *v1alpha1.Glance) bool {
+	return g.Spec.Database.ClusterRef != nil && g.Spec.Database.CredentialsMode != v1alpha1.CredentialsModeDynamic
+}
+
+// readSlot reads what exists of a slot; an object of it that is not g's is
+// a foreignObjectError.
 func readSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot) (slotObjects, error) {
 	var o slotObjects
 	secret := &corev1.Secret{}
@@ -140,6 +161,17 @@ func readSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot)
 	}
 	if o.grant, _, _, err = getOptional(ctx, p.cluster, p.cluster.Client, render.GrantGVK, key); err != nil {
 		return o, err
+	}
+	for _, obj := range []struct {
+		kind   string
+		exists bool
+		obj    client.Object
+	}{{"Secret", o.secret != nil, o.secret}, {render.UserGVK.Kind, o.user != nil, o.user}, {render.GrantGVK.Kind, o.grant != nil, o.grant}} {
+		if obj.exists {
+			if err := refuseForeign(obj.obj, obj.kind, g); err != nil {
+				return o, err
+			}
+		}
 	}
 	return o, nil
 }
@@ -176,7 +208,7 @@ func provisionSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.
 	if err != nil || !standby {
 		return password, err
 	}
-	for _, obj := range render.DatabaseUserObjects(g, s, p.credentials.username) {
+	for _, obj := range render.DatabaseUserObjects(g, s, s.Username(p.credentials.username)) {
 		if _, err := applyDatabaseObject(ctx, p, g, obj); err != nil {
 			return "", err
 		}
@@ -242,7 +274,7 @@ func retireSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slo
 			continue
 		}
 		gone = false
-		if u.GetDeletionTimestamp() != nil || !ownedBy(u, g) {
+		if u.GetDeletionTimestamp() != nil {
 			continue
 		}
 		if err := p.cluster.Client.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
@@ -250,10 +282,10 @@ func retireSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slo
 		}
 		if u.GetKind() == render.UserGVK.Kind {
 			announce(ctx, p, g, u, corev1.EventTypeNormal, v1alpha1.EventDatabaseUserDropped, "Rotate",
-				"No pod connects as database user %s (slot %s) anymore: dropping it", s.Username(p.credentials.username), s)
+				"No pod connects as database user %s (slot %s) anymore: dropping it", o.username(p, s), s)
 		}
 	}
-	if gone && o.secret != nil && ownedBy(o.secret, g) {
+	if gone && o.secret != nil {
 		if err := p.cluster.Client.Delete(ctx, o.secret); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete Secret %s: %w", o.secret.Name, err)
 		}

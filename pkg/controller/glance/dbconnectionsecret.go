@@ -25,6 +25,9 @@ const ConnectionKey = "connection"
 func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Result, error) {
 	name := render.DBConnectionSecretName(g.Name)
 	if err := ensureDatabaseUsers(ctx, g, p); err != nil {
+		if result, conflict := databaseConflict(ctx, g, p, err); conflict {
+			return result, nil
+		}
 		return ctrl.Result{}, err
 	}
 	if p.dsn == "" && p.credentials.dsnError == "" {
@@ -56,6 +59,9 @@ func reconcileDBConnectionSecret(ctx context.Context, g *v1alpha1.Glance, p *pas
 		data[SlotKey] = []byte(p.dbSlot)
 	}
 	if err := ensureSecret(ctx, p, g, name, componentDatabase, data); err != nil {
+		if result, conflict := databaseConflict(ctx, g, p, err); conflict {
+			return result, nil
+		}
 		return ctrl.Result{}, err
 	}
 	p.dbConnectionHash = p.credentials.dsnHash

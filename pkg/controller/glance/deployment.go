@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
@@ -146,7 +147,9 @@ func setDeploymentWaitingForBackends(g *v1alpha1.Glance) {
 //     existing ones, never replacing others'.
 //   - Ownership: an unowned object is adopted (controller reference on the
 //     management cluster, owner labels on a target); one another
-//     controller owns is refused (AlreadyOwnedError) and not written.
+//     controller owns is refused (AlreadyOwnedError) and not written. A
+//     database child (exclusiveChild) that is not the Glance's is never
+//     adopted or written: foreignObjectError.
 //
 // A child in sync is not written at all.
 func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func()) error {
@@ -160,6 +163,15 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 	desired.SetAnnotations(merged(desired.GetAnnotations(), map[string]string{AnnotationRenderedHash: digest(string(rendered))[:16]}))
 	if created, err := getOrCreate(ctx, p, g, desired, existing); err != nil || created {
 		return err
+	}
+	if exclusiveChild(desired) {
+		gvk, err := apiutil.GVKForObject(desired, p.cluster.Scheme)
+		if err != nil {
+			return err
+		}
+		if err := refuseForeign(existing, gvk.Kind, g); err != nil {
+			return err
+		}
 	}
 	labels, annotations := existing.GetLabels(), existing.GetAnnotations()
 	metaInSync := subset(desired.GetLabels(), labels) && subset(desired.GetAnnotations(), annotations)

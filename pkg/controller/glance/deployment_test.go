@@ -48,7 +48,11 @@ func TestApplyAfterAlreadyExists(t *testing.T) {
 			}, func() { current.Spec.Ports = desired.Spec.Ports })
 		}, func(got client.Object) bool { return got.(*corev1.Service).Spec.Ports[0].Port == 9292 }},
 		{"Secret through ensureSecret", &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance-db-connection"},
+			// A database Secret is adopted by nobody: this one is the
+			// Glance's already.
+			ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance-db-connection", OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "Glance", Name: "glance", UID: "glance-uid", Controller: ptr.To(true),
+			}}},
 			Data:       map[string][]byte{ConnectionKey: []byte("old")},
 		}, func(p *pass, g *v1alpha1.Glance) error {
 			return ensureSecret(context.Background(), p, g, "glance-db-connection", componentDatabase, map[string][]byte{ConnectionKey: []byte("new")})

@@ -28,7 +28,8 @@ const DatabasePollInterval = 30 * time.Second
 
 // deleteDatabaseObjects deletes the Database, and the Users and Grants of
 // both user slots, of a managed Glance and returns the ones that still
-// exist. A brownfield Glance has none.
+// exist. A brownfield Glance has none. An object of such a name that is not
+// the Glance's is another tenant's: it is neither deleted nor waited for.
 func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1alpha1.Glance) ([]string, error) {
 	if g.Spec.Database.ClusterRef == nil {
 		return nil, nil
@@ -55,6 +56,9 @@ func deleteDatabaseObjects(ctx context.Context, c *targetcluster.Cluster, g *v1a
 			}
 			if err != nil {
 				return nil, fmt.Errorf("get %s %s/%s: %w", o.gvk.Kind, g.Namespace, name, err)
+			}
+			if !ownedBy(u, g) {
+				continue
 			}
 			remaining = append(remaining, o.gvk.Kind+" "+name)
 			if u.GetDeletionTimestamp() != nil {
@@ -93,7 +97,8 @@ func ensureManagedDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (do
 		return wait(v1alpha1.ReasonClusterNotReady, fmt.Sprintf("MariaDB %q is not Ready: %s", ref.Name, msg))
 	}
 
-	objs := render.DatabaseObjects(g, cmp.Or(p.dbSlot, database.SlotA), p.credentials.username)
+	slot := cmp.Or(p.dbSlot, database.SlotA)
+	objs := render.DatabaseObjects(g, slot, cmp.Or(p.dbUser, slot.Username(p.credentials.username)))
 	ready := make([]bool, len(objs))
 	applies := make([]func() error, len(objs))
 	for i, obj := range objs {

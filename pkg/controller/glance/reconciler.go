@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,17 +89,33 @@ type pass struct {
 	// dbPassword is the credentials Secret's database password, known to a
 	// pass that read the credentials; never kept beyond the pass.
 	dbPassword string
-	// DatabaseUsers: the slot of the user the DSN names, empty unless the
-	// operator makes the database users; and when to look again at a
-	// rotation that waits for time to pass, zero for no such wait.
-	dbSlot  database.Slot
+	// DatabaseUsers: the slot of the user the DSN names, and that user,
+	// empty unless the operator makes the database users. The user is the
+	// slot's own, which a new user name in the credentials Secret does not
+	// change: that is a rotation onto the other slot.
+	dbSlot database.Slot
+	dbUser string
+	// recheck is when to look again at what waits for time to pass without
+	// holding the steps after it back (a rotation waiting out the old
+	// pods' grace, a schema Job's retry while the schema serves); zero for
+	// no such wait. recheckAfter keeps the soonest.
 	recheck time.Duration
+	// Database: why each schema Job that never started did not, by UID.
+	stuckJobs map[types.UID]string
 	// DBConnectionSecret.
 	dbConnectionHash string
 	// Backends.
 	backends backendsProjection
 	// Config.
 	configMapName string
+}
+
+// recheckAfter asks for the pass to come back after d at the latest; zero
+// asks nothing.
+func (p *pass) recheckAfter(d time.Duration) {
+	if d > 0 && (p.recheck == 0 || d < p.recheck) {
+		p.recheck = d
+	}
 }
 
 // Reconcile runs the pipeline for one Glance.

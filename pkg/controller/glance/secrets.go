@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/pkg/database"
 	"github.com/c5c3/glance-operator/pkg/pipeline"
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/pkg/targetcluster"
@@ -187,7 +188,7 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	}
 	// The digest key enters as the digest of a constant under it: what
 	// tells keys apart without showing one.
-	inputs := strings.Join([]string{dbKey, suKey, shape, keyedDigest(p.digestKey, "credentials")}, "\x00")
+	inputs := strings.Join([]string{dbKey, suKey, shape, strconv.FormatBool(makesDatabaseUsers(g)), keyedDigest(p.digestKey, "credentials")}, "\x00")
 	keys := []client.ObjectKey{{Namespace: g.Namespace, Name: db.Name}, {Namespace: g.Namespace, Name: su.Name}}
 	var dsn, password string
 	c, fresh, err := targetcluster.Derive(ctx, p.cluster, credentialsDerivation(g), inputs, keys, func(reads []targetcluster.SecretRead) (credentials, error) {
@@ -202,7 +203,9 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 		}
 		c.username, password = dbValues[userKey], dbValues[dbKey]
 		c.dbPasswordHash = keyedDigest(p.digestKey, password)
-		if dsn, err = render.DSN(g, c.username, password); err != nil {
+		if err := database.CheckUsername(c.username); err != nil && makesDatabaseUsers(g) {
+			c.dsnError = fmt.Sprintf("key %q of Secret %q: %v", userKey, db.Name, err)
+		} else if dsn, err = render.DSN(g, c.username, password); err != nil {
 			c.dsnError = err.Error()
 		} else {
 			c.dsnHash = keyedDigest(p.digestKey, dsn)

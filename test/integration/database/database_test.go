@@ -336,7 +336,7 @@ func TestRotationRollsThePods(t *testing.T) {
 		t.Fatalf("authtoken hash %s: want the HMAC-SHA256 under the Glance's digest key, not the plain SHA-256", hash)
 	}
 	rotate("glance-db", "password")
-	s.provisionUser("glance-b")
+	s.provisionUser("glance.b")
 	s.Eventually("a new db-connection hash", func() bool {
 		return annotations()["glance.c5c3.io/db-connection-hash"] != before["glance.c5c3.io/db-connection-hash"]
 	}, nil)
@@ -424,8 +424,8 @@ func TestDatabaseRotationAlternatesUsers(t *testing.T) {
 	// stays A's.
 	generation, before := s.Deployment(nil).Generation, hash()
 	setPassword("second")
-	s.Eventually("slot b's User", func() bool { return exists(render.UserGVK, "glance-b") && exists(render.GrantGVK, "glance-b") }, nil)
-	if sec, ok := secret("glance-db-user-b"); !ok || string(sec.Data["username"]) != "glance-b" || string(sec.Data["password"]) != "second" {
+	s.Eventually("slot b's User", func() bool { return exists(render.UserGVK, "glance.b") && exists(render.GrantGVK, "glance.b") }, nil)
+	if sec, ok := secret("glance-db-user-b"); !ok || string(sec.Data["username"]) != "glance.b" || string(sec.Data["password"]) != "second" {
 		t.Fatalf("slot b's Secret: present %v, username %q", ok, sec.Data["username"])
 	}
 	if sec, _ := secret("glance-db-user-a"); string(sec.Data["password"]) != "pw" {
@@ -435,10 +435,10 @@ func TestDatabaseRotationAlternatesUsers(t *testing.T) {
 		_, _, slot := connection()
 		return slot == "a" && hash() == before
 	})
-	s.provisionUser("glance-b")
+	s.provisionUser("glance.b")
 	s.Eventually("the DSN names slot b", func() bool {
 		user, pw, slot := connection()
-		return user == "glance-b" && pw == "second" && slot == "b" && hash() != before
+		return user == "glance.b" && pw == "second" && slot == "b" && hash() != before
 	}, nil)
 	if got := s.Deployment(nil).Generation; got != generation+1 {
 		t.Errorf("the Deployment went from generation %d to %d on one rotation; want one roll", generation, got)
@@ -471,12 +471,12 @@ func TestDatabaseRotationAlternatesUsers(t *testing.T) {
 	rollOut()
 	s.Eventually("slot b made anew with the fourth password", func() bool {
 		sec, ok := secret("glance-db-user-b")
-		return ok && string(sec.Data["password"]) == "fourth" && exists(render.UserGVK, "glance-b")
+		return ok && string(sec.Data["password"]) == "fourth" && exists(render.UserGVK, "glance.b")
 	}, nil)
-	s.provisionUser("glance-b")
+	s.provisionUser("glance.b")
 	s.Eventually("the DSN names slot b with the fourth password", func() bool {
 		user, pw, slot := connection()
-		return user == "glance-b" && pw == "fourth" && slot == "b"
+		return user == "glance.b" && pw == "fourth" && slot == "b"
 	}, nil)
 	rollOut()
 	s.Eventually("slot a dropped", func() bool { return !exists(render.UserGVK, "glance") }, nil)
@@ -598,8 +598,9 @@ func (s *scene) sameJob(name string, want *batchv1.Job) {
 
 // TestConfigChangeNeverKillsARunningSchemaJob: a change of the config (and
 // so of every schema Job's pod template) while a Job runs leaves it to
-// finish; db-sync then runs again with the new inputs, and a phase Job that
-// succeeded is not run again for the same upgrade.
+// finish; db-sync does not run again for it, as the schema depends on the
+// image, release and database only, and a phase Job that succeeded is not
+// run again for the same upgrade.
 func TestConfigChangeNeverKillsARunningSchemaJob(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -617,12 +618,9 @@ func TestConfigChangeNeverKillsARunningSchemaJob(t *testing.T) {
 	sync := s.Job("glance-db-sync")
 	touch()
 	s.sameJob("glance-db-sync", sync)
-	s.FinishJob("glance-db-sync", true)
-	s.Eventually("db-sync to run again with the new config", func() bool {
-		return s.Job("glance-db-sync").UID != sync.UID
-	}, nil)
-	s.FinishJob("glance-db-sync", true)
+	sync = s.FinishJob("glance-db-sync", true)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	s.sameJob("glance-db-sync", sync)
 	s.RollOut()
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionTrue, v1alpha1.ReasonDeploymentReady)
 
@@ -709,4 +707,101 @@ func TestSingleUserGlanceKeepsItsUser(t *testing.T) {
 	if exists := cl.Get(ctx, client.ObjectKey{Namespace: s.NS, Name: "glance-db-user-b"}, &corev1.Secret{}); !apierrors.IsNotFound(exists) {
 		t.Errorf("slot b made without a rotation: %v", exists)
 	}
+}
+
+// An operator upgrade that renders the schema Jobs otherwise (an env var
+// added to every container, say) runs no db-sync: the Job that synced this
+// image, release and database stays done. The older operator's Job is
+// played by rewriting the template hash it carries, the one thing of a
+// finished Job's template that can change.
+func TestOperatorUpgradeRunsNoSync(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	synced := s.Job("glance-db-sync")
+	generation := s.Deployment(nil).Generation
+	s.Stop()
+	synced.Annotations[render.AnnotationPodTemplateHash] = "0123456789"
+	if err := cl.Update(context.Background(), synced); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	s.UpdateGlance(func(g *v1alpha1.Glance) { metav1.SetMetaDataLabel(&g.ObjectMeta, "wake", "1") })
+	s.sameJob("glance-db-sync", synced)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	if d := s.Deployment(nil); d.Generation != generation {
+		t.Errorf("the Deployment went from generation %d to %d", generation, d.Generation)
+	}
+
+	// A Job from before the schema key is judged by its image.
+	s.Stop()
+	synced = s.Job("glance-db-sync")
+	delete(synced.Annotations, render.AnnotationSchemaKey)
+	if err := cl.Update(context.Background(), synced); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	s.UpdateGlance(func(g *v1alpha1.Glance) { metav1.SetMetaDataLabel(&g.ObjectMeta, "wake", "2") })
+	s.sameJob("glance-db-sync", synced)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+}
+
+// stuckPod plays the Job controller and the kubelet for a schema Job whose
+// pod never starts: the Job started long ago, and its one pod has waited as
+// long with status.
+func (s *scene) stuckPod(job *batchv1.Job, status corev1.PodStatus) {
+	s.t.Helper()
+	ctx := context.Background()
+	long := metav1.NewTime(time.Now().Add(-10 * time.Minute))
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.NS, Name: job.Name + "-" + string(job.UID)[:5], Labels: map[string]string{batchv1.ControllerUidLabel: string(job.UID)}},
+		Spec:       *job.Spec.Template.Spec.DeepCopy(),
+	}
+	s.Create(pod)
+	status.StartTime = &long
+	pod.Status = status
+	if err := cl.Status().Update(ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+	// The Job's status wakes the Glance once its pod is there.
+	job.Status.StartTime = &long
+	if err := cl.Status().Update(ctx, job); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// A schema Job is never given a deadline, so a long migration is never
+// killed; a Job whose pod never started (here: an image it cannot pull) is
+// a visible failure that says why, and a fixed image replaces it. One whose
+// pod runs (the db sync init container) stays in progress however long.
+func TestSchemaJobThatNeverStartsFails(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.ready(false)
+	s.Glance()
+	s.provision()
+	stuck := s.Job("glance-db-sync")
+	if stuck.Spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("the db-sync Job has a deadline of %ds: a long migration would be killed mid-DDL", *stuck.Spec.ActiveDeadlineSeconds)
+	}
+	s.stuckPod(stuck, corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: "db-sync", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}},
+	}}})
+	c := s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncFailed, "never started")
+	if !strings.Contains(c.Message, "ImagePullBackOff") {
+		t.Errorf("DatabaseReady does not say why the pod never started: %s", c.Message)
+	}
+	if notes := s.warningsOf(v1alpha1.ReasonDBSyncFailed); len(notes) != 1 || !strings.Contains(notes[0], "ImagePullBackOff") {
+		t.Errorf("Warnings %q, want one naming ImagePullBackOff", notes)
+	}
+	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Image.Tag = "2025.2-20250902" })
+	s.Eventually("the stuck db-sync Job replaced", func() bool { return s.Job("glance-db-sync").UID != stuck.UID }, nil)
+
+	running := s.Job("glance-db-sync")
+	s.stuckPod(running, corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{
+		Name: "db-sync", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}})
+	s.UpdateGlance(func(g *v1alpha1.Glance) { metav1.SetMetaDataLabel(&g.ObjectMeta, "wake", "1") })
+	s.sameJob("glance-db-sync", running)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDBSyncInProgress)
 }

@@ -38,9 +38,11 @@ func TestRefusedResourcesReachTheConditions(t *testing.T) {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")},
 		}}
 	})
-	c := s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDatabase)
+	// The schema does not depend on the resources, so no db-sync Job is
+	// made again; the Deployment's update is what the API server refuses.
+	c := s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
 	if !strings.Contains(c.Message, "must be greater than or equal to 0") {
-		t.Errorf("DatabaseReady message %q, want the API server's refusal", c.Message)
+		t.Errorf("DeploymentReady message %q, want the API server's refusal", c.Message)
 	}
 }
 

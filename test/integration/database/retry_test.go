@@ -95,7 +95,7 @@ func TestFailedSyncRetriesWithBackoff(t *testing.T) {
 	}
 	// The new password makes the other database user; the Job runs as it
 	// once it is Ready.
-	s.provisionUser("glance-b")
+	s.provisionUser("glance.b")
 	third := s.newRun("glance-db-sync", second, 15*time.Second)
 	if third.Annotations[render.AnnotationDBConnectionHash] == second.Annotations[render.AnnotationDBConnectionHash] {
 		t.Errorf("the retry after the rotation carries the old credentials' digest")
