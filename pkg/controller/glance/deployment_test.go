@@ -53,7 +53,7 @@ func TestApplyAfterAlreadyExists(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "glance-db-connection", OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.GroupVersion.String(), Kind: "Glance", Name: "glance", UID: "glance-uid", Controller: ptr.To(true),
 			}}},
-			Data:       map[string][]byte{ConnectionKey: []byte("old")},
+			Data: map[string][]byte{ConnectionKey: []byte("old")},
 		}, func(p *pass, g *v1alpha1.Glance) error {
 			return ensureSecret(context.Background(), p, g, "glance-db-connection", componentDatabase, map[string][]byte{ConnectionKey: []byte("new")})
 		}, func(got client.Object) bool {

@@ -418,7 +418,9 @@ func TestContractFailed(t *testing.T) {
 	// The failed contract holds back nothing that does not migrate the
 	// schema: a replica change reaches the Deployment, and DeploymentReady
 	// judges the Deployment as it is now.
-	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](5)} })
+	s.UpdateGlance(func(g *v1alpha1.Glance) {
+		g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](5)}
+	})
 	s.Deployment(func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 0) == 5 })
 	s.Condition(v1alpha1.ConditionDeploymentReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForDeployment)
 	s.RollOut()
