@@ -68,6 +68,10 @@ func BuildIndex(ctx context.Context, o Options, arches []string) ([]IndexResult,
 		return nil, err
 	}
 	defer b.close()
+	// The SBOMs name the CA bundle's package; read it before the slow builds.
+	if b.caPackage, err = readCAPackage(o.DpkgStatus); err != nil {
+		return nil, err
+	}
 
 	results := make([]IndexResult, 0, len(Images))
 	for _, img := range Images {
@@ -101,7 +105,7 @@ func (b *builder) index(ctx context.Context, img Image, arches []string) (IndexR
 		}
 		children = append(children, image)
 
-		doc, err := newSBOM(img, arch, binary, b.src)
+		doc, err := newSBOM(img, arch, binary, b.src, b.caPackage, b.ca)
 		if err != nil {
 			return IndexResult{}, fmt.Errorf("linux/%s: %w", arch, err)
 		}

@@ -96,6 +96,9 @@ type Options struct {
 	SourceDateEpoch string
 	// CABundle overrides the host path of the CA bundle; empty means CABundle.
 	CABundle string
+	// DpkgStatus overrides the host path of the dpkg status file BuildIndex
+	// reads the ca-certificates version from; empty means DpkgStatus.
+	DpkgStatus string
 	// Warnings receives non-fatal notes, such as a dirty working tree; nil
 	// discards them.
 	Warnings io.Writer
@@ -143,10 +146,13 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 // builder holds what every image of one build shares: the checkout, the CA
 // bundle and a scratch directory for the binaries.
 type builder struct {
-	o    *Options
-	src  source
-	ca   []byte
-	work string
+	o   *Options
+	src source
+	ca  []byte
+	// caPackage is the package ca comes from; BuildIndex sets it for the
+	// SBOMs, Build has none to write.
+	caPackage debPackage
+	work      string
 }
 
 // newBuilder fills in o's defaults, reads the checkout and the CA bundle and
@@ -163,6 +169,9 @@ func newBuilder(ctx context.Context, o *Options) (*builder, error) {
 	}
 	if o.CABundle == "" {
 		o.CABundle = CABundle
+	}
+	if o.DpkgStatus == "" {
+		o.DpkgStatus = DpkgStatus
 	}
 	if o.Warnings == nil {
 		o.Warnings = io.Discard

@@ -7,6 +7,7 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -416,9 +417,10 @@ func layoutImage(t *testing.T, r Result) (v1.Image, error) {
 
 // TestIndexHoldsWhatBuildBuilds: the image of an architecture in the index
 // make release pushes is the image make images writes, digest for digest,
-// and its SBOM refers to it.
+// and its SBOM refers to it and names the installed ca-certificates.
 func TestIndexHoldsWhatBuildBuilds(t *testing.T) {
 	single := builtImages(t)
+	caVersion, _ := dpkgQueryCA(t)
 	indexes, err := BuildIndex(t.Context(), Options{OutDir: t.TempDir()}, []string{runtime.GOARCH})
 	if err != nil {
 		t.Fatal(err)
@@ -441,8 +443,133 @@ func TestIndexHoldsWhatBuildBuilds(t *testing.T) {
 		if sbom.Subject == nil || sbom.Subject.Digest != single[i].Digest || sbom.ArtifactType != SBOMMediaType {
 			t.Errorf("%s: the SBOM manifest's subject is %v, artifact type %q", idx.Reference, sbom.Subject, sbom.ArtifactType)
 		}
+		if len(sbom.Layers) != 1 {
+			t.Fatalf("%s: the SBOM manifest has %d layers, want 1", idx.Reference, len(sbom.Layers))
+		}
+		var doc spdxDocument
+		if err := json.Unmarshal(files["blobs/sha256/"+sbom.Layers[0].Digest.Hex], &doc); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(doc.Packages, func(p spdxPackage) bool { return p.Name == "ca-certificates" && p.VersionInfo == caVersion }) {
+			t.Errorf("%s: the SBOM names no ca-certificates %s, the installed version: %+v", idx.Reference, caVersion, doc.Packages)
+		}
 	}
 	if _, err := BuildIndex(t.Context(), Options{OutDir: t.TempDir()}, []string{"amd64", "amd64"}); err == nil || !strings.Contains(err.Error(), `"amd64" given twice`) {
 		t.Errorf("an architecture given twice: %v", err)
+	}
+}
+
+// dpkgQueryCA is the version and architecture of the installed
+// ca-certificates as dpkg-query prints them, which readCAPackage must
+// agree with without running it.
+func dpkgQueryCA(t *testing.T) (version, arch string) {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "dpkg-query", "-W", "-f=${Version} ${Architecture}", "ca-certificates").Output()
+	if err != nil {
+		t.Fatalf("dpkg-query -W ca-certificates: %v; the SBOM names the package of the image's CA bundle", err)
+	}
+	if _, err := fmt.Sscan(string(out), &version, &arch); err != nil {
+		t.Fatalf("dpkg-query printed %q: %v", out, err)
+	}
+	return version, arch
+}
+
+// TestCAPackage: the ca-certificates read from the dpkg status file is the
+// one dpkg-query reports; a status file without it installed fails by
+// name, and BuildIndex fails with it before building.
+func TestCAPackage(t *testing.T) {
+	version, arch := dpkgQueryCA(t)
+	p, err := readCAPackage(DpkgStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (debPackage{Name: "ca-certificates", Version: version, Arch: arch}); p != want {
+		t.Errorf("read %+v from %s, dpkg-query says %+v", p, DpkgStatus, want)
+	}
+	if got, want := (debPackage{Name: "ca-certificates", Version: "1:2.3+deb1~x", Arch: "all"}).purl(), "pkg:deb/debian/ca-certificates@1%3A2.3%2Bdeb1~x?arch=all"; got != want {
+		t.Errorf("purl %s, want %s", got, want)
+	}
+
+	status := filepath.Join(t.TempDir(), "status")
+	removed := "Package: openssl\nStatus: install ok installed\nVersion: 3.0.0\nArchitecture: amd64\n\n" +
+		"Package: ca-certificates\nStatus: deinstall ok config-files\nVersion: 20250419\nArchitecture: all\n"
+	if err := os.WriteFile(status, []byte(removed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCAPackage(status); err == nil || !strings.Contains(err.Error(), status) || !strings.Contains(err.Error(), "no installed ca-certificates") {
+		t.Errorf("a status file with ca-certificates removed: %v, want an error naming %s and ca-certificates", err, status)
+	}
+	out := t.TempDir()
+	if _, err := BuildIndex(t.Context(), Options{OutDir: out, DpkgStatus: status}, []string{runtime.GOARCH}); err == nil || !strings.Contains(err.Error(), "no installed ca-certificates") {
+		t.Errorf("BuildIndex without ca-certificates installed: %v, want it refused", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("BuildIndex wrote %d files to %s before refusing", len(entries), out)
+	}
+}
+
+// TestCleanRevision: a clean checkout gives its commit; a dirty one an
+// error naming the first few changes (an untracked file marked, a rename by
+// its new name), counting the rest and leaving ignored files out.
+func TestCleanRevision(t *testing.T) {
+	root := t.TempDir()
+	gitIn := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), "git", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(),
+			"GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.invalid",
+			"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.invalid")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, ".gitignore"), []byte("*.log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write("a.txt")
+	write("b.txt")
+	gitIn("init", "--quiet")
+	gitIn("add", "--all")
+	gitIn("-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--message=init")
+	write("build.log")
+
+	rev, err := CleanRevision(t.Context(), root)
+	if err != nil {
+		t.Fatalf("a clean checkout with an ignored file: %v", err)
+	}
+	if want := gitIn("rev-parse", "HEAD"); rev != want {
+		t.Errorf("CleanRevision gave %s, HEAD is %s", rev, want)
+	}
+
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn("mv", "b.txt", "c.txt")
+	for i := 1; i <= 5; i++ {
+		write(fmt.Sprintf("u%d.txt", i))
+	}
+	_, err = CleanRevision(t.Context(), root)
+	var dirty *DirtyTreeError
+	if !errors.As(err, &dirty) {
+		t.Fatalf("a dirty checkout: %v, want a DirtyTreeError", err)
+	}
+	want := []string{"a.txt", "c.txt", "u1.txt (untracked)", "u2.txt (untracked)", "u3.txt (untracked)", "u4.txt (untracked)", "u5.txt (untracked)"}
+	if !slices.Equal(dirty.Paths, want) {
+		t.Errorf("dirty paths %q, want %q", dirty.Paths, want)
+	}
+	msg := err.Error()
+	for _, s := range []string{root, "a.txt, c.txt, u1.txt (untracked), u2.txt (untracked), u3.txt (untracked) and 2 more", "commit or stash"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("the error %q does not say %q", msg, s)
+		}
 	}
 }

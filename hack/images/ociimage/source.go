@@ -59,12 +59,88 @@ func readSource(ctx context.Context, root, sourceDateEpoch string) (source, erro
 		return s, err
 	}
 
-	status, err := git(ctx, root, "status", "--porcelain")
+	changes, err := treeChanges(ctx, root)
 	if err != nil {
-		return s, fmt.Errorf("checking for uncommitted changes: %w", err)
+		return s, err
 	}
-	s.Dirty = status != ""
+	s.Dirty = len(changes) > 0
 	return s, nil
+}
+
+// DirtyTreeError is a working tree that differs from its commit.
+type DirtyTreeError struct {
+	Root string
+	// Paths are what differs, as git status names them: tracked files with
+	// changes (staged or not), and untracked files that are not ignored
+	// (suffixed " (untracked)").
+	Paths []string
+}
+
+// dirtyPathsShown is how many paths the error names; the rest are counted.
+const dirtyPathsShown = 5
+
+func (e *DirtyTreeError) Error() string {
+	shown := e.Paths[:min(len(e.Paths), dirtyPathsShown)]
+	list := strings.Join(shown, ", ")
+	if more := len(e.Paths) - len(shown); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("the working tree %s has uncommitted changes: %s; commit or stash them (git stash --include-untracked), since a release is labelled with the commit and must be built from it alone", e.Root, list)
+}
+
+// CleanRevision is the commit checked out at root, or a *DirtyTreeError if
+// the working tree differs from it.
+func CleanRevision(ctx context.Context, root string) (string, error) {
+	changes, err := treeChanges(ctx, root)
+	if err != nil {
+		return "", err
+	}
+	if len(changes) > 0 {
+		return "", &DirtyTreeError{Root: root, Paths: changes}
+	}
+	rev, err := git(ctx, root, "rev-parse", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("reading the commit: %w", err)
+	}
+	if !revisionPattern.MatchString(rev) {
+		return "", fmt.Errorf("reading the commit: git rev-parse HEAD printed %q", rev)
+	}
+	return rev, nil
+}
+
+// treeChanges lists what git status reports at root. Untracked files are
+// asked for explicitly, as status.showUntrackedFiles=no would hide them;
+// ignored files are not listed. It runs git itself because git() trims the
+// output, and with it the first entry's leading status column.
+func treeChanges(ctx context.Context, root string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "git", "status", "--porcelain", "-z", "--untracked-files=normal")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, errors.New("git is not installed; make images needs a git checkout")
+		}
+		return nil, fmt.Errorf("checking %s for uncommitted changes: git status: %w", root, commandError(err))
+	}
+	// -z: "XY PATH", NUL-terminated, with a rename's or copy's origin as
+	// the next field; paths are not quoted.
+	var changes []string
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		if len(f) < 4 {
+			continue
+		}
+		code, path := f[:2], f[3:]
+		switch {
+		case code == "??":
+			path += " (untracked)"
+		case code[0] == 'R' || code[0] == 'C':
+			i++
+		}
+		changes = append(changes, path)
+	}
+	return changes, nil
 }
 
 // chartAppVersion reads appVersion from a Chart.yaml.

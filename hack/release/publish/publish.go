@@ -3,10 +3,12 @@
 // to each architecture's image, and the chart, its appVersion and image
 // digests pinned, as an OCI artifact that `helm install oci://…` installs.
 //
-// Everything pushed is built from the commit and is byte-for-byte the same
-// for the same commit and Go toolchain: the images (hack/images/ociimage),
-// the chart archive (written here with fixed tar headers) and the chart's
-// OCI manifest (its created annotation is the commit time).
+// Everything pushed is built from the commit, so a working tree with
+// uncommitted changes is refused, and is byte-for-byte the same for the same
+// commit, Go toolchain, ca-certificates package of the build host and
+// architectures: the images (hack/images/ociimage), the chart archive
+// (written here with fixed tar headers) and the chart's OCI manifest (its
+// created annotation is the commit time).
 package publish
 
 import (
@@ -51,7 +53,9 @@ type Options struct {
 	// Arches are the images' architectures; empty means Arches.
 	Arches []string
 	// Images configures the image builds; its OutDir receives the image
-	// archives and the chart archive.
+	// archives and the chart archive. Its ModuleRoot is the source tree
+	// released, images and chart; it must be a git checkout without
+	// uncommitted changes. Empty means the module of the working directory.
 	Images ociimage.Options
 }
 
@@ -91,8 +95,9 @@ func (r Release) String() string {
 	return b.String()
 }
 
-// Publish builds the images, pushes them with their SBOMs, packages the chart
-// with their digests pinned and pushes it.
+// Publish builds the images, packages the chart with their digests pinned,
+// then pushes the images with their SBOMs and the chart. It refuses a source
+// tree with uncommitted changes, before building and again before pushing.
 func Publish(ctx context.Context, o Options) (Release, error) {
 	registryHost, err := parseRegistry(o.Registry)
 	if err != nil {
@@ -115,10 +120,36 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 			return Release{}, err
 		}
 	}
+	// The images' labels and SBOMs name the commit, so nothing but the
+	// commit may go into them.
+	revision, err := ociimage.CleanRevision(ctx, o.Images.ModuleRoot)
+	if err != nil {
+		return Release{}, fmt.Errorf("refusing to release: %w", err)
+	}
 	built, err := ociimage.BuildIndex(ctx, o.Images, o.Arches)
 	if err != nil {
 		return Release{}, err
 	}
+	// The chart pins the digests built; pushIndex checks the registry
+	// stores them as such.
+	pinned := make([]Image, len(built))
+	for i, b := range built {
+		pinned[i] = Image{Name: ociimage.Images[i].Name, Reference: o.Registry + "/" + ociimage.Images[i].Name + "@" + b.Digest.String()}
+	}
+	chart, err := packageChart(o.Images.ModuleRoot, o.Registry, pinned, built[0].Created)
+	if err != nil {
+		return Release{}, fmt.Errorf("packaging the chart: %w", err)
+	}
+	// Everything is read from the tree now; it must still be the commit
+	// checked before the build.
+	after, err := ociimage.CleanRevision(ctx, o.Images.ModuleRoot)
+	if err != nil {
+		return Release{}, fmt.Errorf("refusing to release, the tree changed during the build: %w", err)
+	}
+	if after != revision {
+		return Release{}, fmt.Errorf("refusing to release: %s moved from commit %s to %s during the build", o.Images.ModuleRoot, revision, after)
+	}
+
 	var rel Release
 	for i, b := range built {
 		img, err := pushIndex(ctx, client, o, ociimage.Images[i].Name, b)
@@ -126,11 +157,6 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 			return Release{}, fmt.Errorf("pushing %s: %w", ociimage.Images[i].Name, err)
 		}
 		rel.Images = append(rel.Images, img)
-	}
-
-	chart, err := packageChart(o.Images.ModuleRoot, o.Registry, rel.Images, built[0].Created)
-	if err != nil {
-		return Release{}, fmt.Errorf("packaging the chart: %w", err)
 	}
 	rel.ChartVersion = chart.Version
 	rel.ChartArchive = filepath.Join(o.Images.OutDir, chart.Name+"-"+chart.Version+".tgz")

@@ -2,10 +2,15 @@ package publish
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,13 +46,14 @@ func loopbackRegistry(t *testing.T) (string, ociimage.Distribution) {
 	return strings.TrimPrefix(srv.URL, "http://") + "/c5c3", ociimage.Distribution{Base: srv.URL, Client: srv.Client()}
 }
 
-func publish(t *testing.T, reg string) Release {
+// publish releases the source tree at root to reg.
+func publish(t *testing.T, reg, root string) Release {
 	t.Helper()
 	rel, err := Publish(t.Context(), Options{
 		Registry:       reg,
 		PlainHTTP:      true,
 		RegistryConfig: filepath.Join(t.TempDir(), "config.json"),
-		Images:         ociimage.Options{OutDir: t.TempDir()},
+		Images:         ociimage.Options{OutDir: t.TempDir(), ModuleRoot: root},
 	})
 	if err != nil {
 		t.Fatalf("publishing to %s: %v", reg, err)
@@ -55,14 +61,93 @@ func publish(t *testing.T, reg string) Release {
 	return rel
 }
 
+// runGit runs git in dir and returns its output.
+func runGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "git", args...)
+	cmd.Dir = dir
+	// A fixed identity and date: the host's git configuration may have
+	// neither, and the same tree then gives the same commit.
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=glance-operator test", "GIT_AUTHOR_EMAIL=test@example.invalid", "GIT_AUTHOR_DATE=@1700000000 +0000",
+		"GIT_COMMITTER_NAME=glance-operator test", "GIT_COMMITTER_EMAIL=test@example.invalid", "GIT_COMMITTER_DATE=@1700000000 +0000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr.String())
+	}
+	return string(out)
+}
+
+// commitAll makes dir a git repository with everything in it committed.
+func commitAll(t *testing.T, dir string) {
+	t.Helper()
+	runGit(t, dir, "init", "--quiet")
+	runGit(t, dir, "add", "--all")
+	runGit(t, dir, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--message=snapshot")
+}
+
+// snapshot copies the module's working tree as it is, uncommitted changes
+// and untracked files but not ignored ones, into a new repository and
+// commits it there. Publish refuses a dirty tree, and the checkout under
+// test is dirty while it is being worked on; the snapshot is the same
+// code, clean.
+func snapshot(t *testing.T) string {
+	t.Helper()
+	src, err := ociimage.ModuleRoot(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	files := runGit(t, src, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	for rel := range strings.SplitSeq(strings.TrimSuffix(files, "\x00"), "\x00") {
+		from, to := filepath.Join(src, rel), filepath.Join(dst, rel)
+		info, err := os.Lstat(from)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted, not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(from)
+			if err == nil {
+				err = os.Symlink(target, to)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("%s: %s is neither a file nor a symbolic link", from, info.Mode())
+		}
+	}
+	commitAll(t, dst)
+	return dst
+}
+
 // TestPublish releases to a registry on loopback twice and checks what a
 // platform team pulls: an index of both architectures for each image, an
 // SPDX SBOM referring to each architecture's image that names the Go modules
-// its binary was built from, and the chart with the indexes pinned, the same
-// digests from the second release.
+// its binary was built from and the Debian package of its CA bundle, and the
+// chart with the indexes pinned, the same digests from the second release.
 func TestPublish(t *testing.T) {
 	reg, dist := loopbackRegistry(t)
-	rel := publish(t, reg)
+	root := snapshot(t)
+	hostCA := hostCABundle(t)
+	rel := publish(t, reg, root)
 	t.Log("\n" + rel.String())
 	ctx := t.Context()
 
@@ -98,9 +183,12 @@ func TestPublish(t *testing.T) {
 					t.Errorf("linux/%s is %s in the index, %s in the release", p.Arch, index.Manifests[j].Digest, p.Digest)
 				}
 				doc := referredSBOM(t, dist, repo, p)
-				modules := goListModules(t, src.Package, p.Arch)
+				modules := goListModules(t, root, src.Package, p.Arch)
 				if got := sbomModules(t, doc); !slices.Equal(got, modules) {
 					t.Errorf("linux/%s: the SBOM names the modules\n%v\nwant, as go list -deps gives them,\n%v", p.Arch, got, modules)
+				}
+				if err := checkCABundle(doc, hostCA); err != nil {
+					t.Errorf("linux/%s: %v", p.Arch, err)
 				}
 			}
 		})
@@ -169,7 +257,7 @@ func TestPublish(t *testing.T) {
 	})
 
 	t.Run("reproducible", func(t *testing.T) {
-		again := publish(t, reg)
+		again := publish(t, reg, root)
 		for i := range rel.Images {
 			a, b := rel.Images[i], again.Images[i]
 			if a.Reference != b.Reference || !slices.Equal(a.Platforms, b.Platforms) {
@@ -204,15 +292,145 @@ func TestPublishRefusesABadRegistry(t *testing.T) {
 	}
 }
 
+// TestPublishRefusesADirtyTree: a source tree with a changed tracked file,
+// a staged new file or an untracked file is refused before anything is
+// built, the error naming them; an ignored file does not count.
+func TestPublishRefusesADirtyTree(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tracked.txt", "committed\n")
+	write(".gitignore", "*.log\n")
+	commitAll(t, root)
+	write("tracked.txt", "changed\n")
+	write("staged.txt", "staged\n")
+	runGit(t, root, "add", "staged.txt")
+	write("notes.txt", "untracked\n")
+	write("build.log", "ignored\n")
+
+	out := t.TempDir()
+	_, err := Publish(t.Context(), Options{
+		Registry:       "127.0.0.1:1/c5c3",
+		PlainHTTP:      true,
+		RegistryConfig: filepath.Join(t.TempDir(), "config.json"),
+		Images:         ociimage.Options{OutDir: out, ModuleRoot: root},
+	})
+	if err == nil {
+		t.Fatal("Publish released a dirty tree")
+	}
+	t.Log(err)
+	msg := err.Error()
+	for _, want := range []string{root, "tracked.txt", "staged.txt", "notes.txt (untracked)", "commit or stash"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error %q does not name %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "build.log") {
+		t.Errorf("the error %q names the ignored build.log", msg)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) > 0 {
+		t.Errorf("Publish wrote %d files to %s before refusing", len(entries), out)
+	}
+}
+
 // spdxDocument is what the test reads of an SPDX 2.3 JSON document.
 type spdxDocument struct {
-	SPDXVersion string `json:"spdxVersion"`
-	Packages    []struct {
-		SPDXID      string `json:"SPDXID"`
-		Name        string `json:"name"`
-		VersionInfo string `json:"versionInfo"`
-	} `json:"packages"`
+	SPDXVersion   string             `json:"spdxVersion"`
+	Packages      []spdxPackage      `json:"packages"`
+	Files         []spdxFile         `json:"files"`
 	Relationships []spdxRelationship `json:"relationships"`
+}
+
+type spdxPackage struct {
+	SPDXID       string            `json:"SPDXID"`
+	Name         string            `json:"name"`
+	VersionInfo  string            `json:"versionInfo"`
+	ExternalRefs []spdxExternalRef `json:"externalRefs"`
+}
+
+type spdxExternalRef struct {
+	Type    string `json:"referenceType"`
+	Locator string `json:"referenceLocator"`
+}
+
+type spdxFile struct {
+	SPDXID    string         `json:"SPDXID"`
+	FileName  string         `json:"fileName"`
+	Checksums []spdxChecksum `json:"checksums"`
+}
+
+type spdxChecksum struct {
+	Algorithm string `json:"algorithm"`
+	Value     string `json:"checksumValue"`
+}
+
+// caBundle is the build host's CA bundle and the package dpkg says it
+// comes from.
+type caBundle struct {
+	Version, Arch, SHA256 string
+}
+
+// hostCABundle asks dpkg-query, not the dpkg status file Publish reads, for
+// the installed ca-certificates.
+func hostCABundle(t *testing.T) caBundle {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "dpkg-query", "-W", "-f=${Version} ${Architecture}", "ca-certificates").Output()
+	if err != nil {
+		t.Fatalf("dpkg-query -W ca-certificates: %v; the release names the package of the image's CA bundle", err)
+	}
+	var ca caBundle
+	if _, err := fmt.Sscan(string(out), &ca.Version, &ca.Arch); err != nil {
+		t.Fatalf("dpkg-query printed %q: %v", out, err)
+	}
+	b, err := os.ReadFile(ociimage.CABundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.SHA256 = fmt.Sprintf("%x", sha256.Sum256(b))
+	return ca
+}
+
+// checkCABundle: the SBOM names the package ca-certificates at the host's
+// version, by purl, as a dependency of the binary, and the bundle's file by
+// its SHA-256 as generated from it.
+func checkCABundle(doc spdxDocument, want caBundle) error {
+	i := slices.IndexFunc(doc.Packages, func(p spdxPackage) bool { return p.Name == "ca-certificates" })
+	if i < 0 {
+		return errors.New("the SBOM names no package ca-certificates")
+	}
+	p := doc.Packages[i]
+	if p.VersionInfo != want.Version {
+		return fmt.Errorf("the SBOM names ca-certificates %s, dpkg-query says %s is installed", p.VersionInfo, want.Version)
+	}
+	if len(p.ExternalRefs) != 1 || p.ExternalRefs[0].Type != "purl" {
+		return fmt.Errorf("ca-certificates has the external references %+v, want one purl", p.ExternalRefs)
+	}
+	purl := p.ExternalRefs[0].Locator
+	rest, ok := strings.CutPrefix(purl, "pkg:deb/debian/ca-certificates@")
+	version, qualifiers, _ := strings.Cut(rest, "?")
+	if v, err := url.PathUnescape(version); !ok || err != nil || v != want.Version || qualifiers != "arch="+want.Arch {
+		return fmt.Errorf("ca-certificates has the purl %s, want pkg:deb/debian/ca-certificates@%s?arch=%s", purl, want.Version, want.Arch)
+	}
+	if !slices.Contains(doc.Relationships, spdxRelationship{Element: doc.Packages[0].SPDXID, Type: "DEPENDS_ON", Related: p.SPDXID}) {
+		return fmt.Errorf("the binary %s does not depend on ca-certificates %s: %v", doc.Packages[0].SPDXID, p.SPDXID, doc.Relationships)
+	}
+	for _, f := range doc.Files {
+		if f.FileName != "."+ociimage.CABundle {
+			continue
+		}
+		if !slices.Contains(f.Checksums, spdxChecksum{Algorithm: "SHA256", Value: want.SHA256}) {
+			return fmt.Errorf("the SBOM gives %s the checksums %+v, want SHA256 %s", f.FileName, f.Checksums, want.SHA256)
+		}
+		if !slices.Contains(doc.Relationships, spdxRelationship{Element: f.SPDXID, Type: "GENERATED_FROM", Related: p.SPDXID}) {
+			return fmt.Errorf("the SBOM does not say %s is generated from ca-certificates: %v", f.FileName, doc.Relationships)
+		}
+		return nil
+	}
+	return fmt.Errorf("the SBOM lists no file .%s: %+v", ociimage.CABundle, doc.Files)
 }
 
 type spdxRelationship struct {
@@ -262,11 +480,17 @@ func referredSBOM(t *testing.T, dist ociimage.Distribution, repo string, p ociim
 	return doc
 }
 
-// sbomModules are the Go modules an SBOM names, PATH@VERSION, sorted.
+// sbomModules are the Go modules an SBOM names, PATH@VERSION, sorted: the
+// packages after the binary with a Go package URL.
 func sbomModules(t *testing.T, doc spdxDocument) []string {
 	t.Helper()
 	var modules []string
 	for _, p := range doc.Packages[1:] {
+		if !slices.ContainsFunc(p.ExternalRefs, func(r spdxExternalRef) bool {
+			return r.Type == "purl" && strings.HasPrefix(r.Locator, "pkg:golang/")
+		}) {
+			continue
+		}
 		if p.Name == "stdlib" {
 			if p.VersionInfo != runtime.Version() {
 				t.Errorf("the SBOM names the Go standard library %s, want %s", p.VersionInfo, runtime.Version())
@@ -280,13 +504,10 @@ func sbomModules(t *testing.T, doc spdxDocument) []string {
 }
 
 // goListModules are the modules, PATH@VERSION and sorted, that provide the
-// packages of a binary built for linux/arch, as go list tells them.
-func goListModules(t *testing.T, pkg, arch string) []string {
+// packages of a binary of the module at root built for linux/arch, as go
+// list tells them.
+func goListModules(t *testing.T, root, pkg, arch string) []string {
 	t.Helper()
-	root, err := ociimage.ModuleRoot(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f",
 		"{{with .Module}}{{if not .Main}}{{with .Replace}}{{.Path}}@{{.Version}}{{else}}{{.Path}}@{{.Version}}{{end}}{{end}}{{end}}", pkg)
 	cmd.Dir = root
