@@ -138,10 +138,13 @@ type Pipeline[T Object, S any] struct {
 	// a transition seen there is announced once.
 	Stored func(ctx context.Context, before, after T)
 	// StepFailed, when set, hears each step error that gives the step's
-	// condition its FailureReason, when the condition did not have that
-	// reason as the step started, with the reason and message: the
-	// reconciler announces it, once per cause rather than once per retry.
-	// A step that sets a False of its own reports it itself.
+	// condition its FailureReason, with the reason and message, unless the
+	// condition was stored with that reason and message when the pass
+	// began: the reconciler announces it once per cause rather than once
+	// per retry. The stored condition is the measure, not the one the step
+	// started from, because an earlier step of the same pass may have set a
+	// shared condition True on the way (a different message is a different
+	// cause). A step that sets a False of its own reports it itself.
 	StepFailed func(ctx context.Context, obj T, state S, step Step[T, S], reason, message string)
 }
 
@@ -162,7 +165,7 @@ type Pipeline[T Object, S any] struct {
 func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, error) {
 	base := obj.DeepCopyObject().(T)
 	deferred := &afterWrite{}
-	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, state)
+	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, base, state)
 	keepTransitionTimes(obj, base)
 	p.finishStatus(obj)
 	writeErr := p.writeStatus(ctx, obj, base)
@@ -211,15 +214,17 @@ func AfterStatusWrite(ctx context.Context, fn func()) {
 	a.mu.Unlock()
 }
 
-func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Result, error) {
+// runStages runs the stages on obj; base is obj as the pass received it,
+// its status as stored.
+func (p *Pipeline[T, S]) runStages(ctx context.Context, obj, base T, state S) (ctrl.Result, error) {
 	for _, stage := range p.Stages {
 		var result ctrl.Result
 		var err error
 		switch {
 		case stage.parallel:
-			result, err = p.runGroup(ctx, obj, state, stage.steps)
+			result, err = p.runGroup(ctx, obj, base, state, stage.steps)
 		case len(stage.steps) == 1:
-			result, err = p.runStep(ctx, obj, state, stage.steps[0])
+			result, err = p.runStep(ctx, obj, base, state, stage.steps[0])
 		}
 		if err != nil || !result.IsZero() {
 			return result, err
@@ -230,7 +235,7 @@ func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Re
 
 // runStep runs one step on obj, timed and counted, turning a panic into an
 // error and an InternalError condition.
-func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[T, S]) (result ctrl.Result, err error) {
+func (p *Pipeline[T, S]) runStep(ctx context.Context, obj, base T, state S, step Step[T, S]) (result ctrl.Result, err error) {
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
@@ -256,19 +261,23 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 	if step.Condition == "" {
 		return step.Run(ctx, obj, state)
 	}
-	prevReason := ""
-	if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c != nil {
-		prevReason = c.Reason
-	}
+	stored := meta.FindStatusCondition(base.GetConditions(), step.Condition)
 	prior := markUnset(obj, step.Condition)
 	defer func() {
 		if settle(obj, step, prior, err) && p.StepFailed != nil {
-			if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c.Reason != prevReason {
+			c := meta.FindStatusCondition(obj.GetConditions(), step.Condition)
+			if !sameCause(stored, c) {
 				p.StepFailed(ctx, obj, state, step, c.Reason, c.Message)
 			}
 		}
 	}()
 	return step.Run(ctx, obj, state)
+}
+
+// sameCause says whether a step's failed condition c states what the
+// condition stored held already: the same status, reason and message.
+func sameCause(stored, c *metav1.Condition) bool {
+	return stored != nil && stored.Status == c.Status && stored.Reason == c.Reason && stored.Message == c.Message
 }
 
 // unsetGeneration marks a step's condition while the step runs: SetCondition
@@ -343,7 +352,7 @@ func Truncate(text string, limit int) string {
 	return text + "…"
 }
 
-func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []Step[T, S]) (ctrl.Result, error) {
+func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj, base T, state S, steps []Step[T, S]) (ctrl.Result, error) {
 	type outcome struct {
 		copy   T
 		result ctrl.Result
@@ -359,7 +368,7 @@ func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []S
 	for i, step := range steps {
 		wg.Go(func() {
 			o := &outcomes[i]
-			o.result, o.err = p.runStep(ctx, o.copy, state, step)
+			o.result, o.err = p.runStep(ctx, o.copy, base, state, step)
 		})
 	}
 	wg.Wait()
