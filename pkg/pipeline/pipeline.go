@@ -2,8 +2,8 @@
 // resource with conditions, and owns everything around the steps that every
 // reconciler would otherwise repeat: ordering and short-circuit, a parallel
 // group on object copies, panic recovery, per-step metrics, and the status
-// skeleton (aggregate condition, observedGeneration, a status write only when
-// the status changed).
+// skeleton (aggregate condition, the kstatus conditions Reconciling and
+// Stalled, observedGeneration, a status write only when the status changed).
 package pipeline
 
 import (
@@ -131,8 +131,15 @@ type Pipeline[T Object, S any] struct {
 	// Hold, when set, replaces the aggregate's recomputation: the aggregate
 	// keeps its status (Unknown when it has none) and takes Hold's reason
 	// and message. A table whose steps change nothing on purpose, such as
-	// a paused object's, says so there.
+	// a paused object's, says so there. A held pass applies no spec, so it
+	// stamps no observedGeneration and leaves Reconciling and Stalled as
+	// they were: a spec change made during the hold reads as not yet
+	// observed, as it is.
 	Hold *Hold
+	// Health, when set, has every pass that is not held keep the two
+	// conditions kstatus judges a custom resource by (Flux's health checks,
+	// cli-utils): Reconciling and Stalled. See Health.
+	Health *Health
 	// Stored, when set, hears each pass whose status is stored (written,
 	// or unchanged) with the object as the pass received it and as stored:
 	// a transition seen there is announced once.
@@ -150,7 +157,8 @@ type Pipeline[T Object, S any] struct {
 
 // Run runs the stages in order on obj until one returns a non-zero result
 // or an error, then applies the status skeleton: it recomputes the
-// aggregate, stamps observedGeneration on the status, and writes the status
+// aggregate and, with Health, Reconciling and Stalled, stamps
+// observedGeneration on the status (unless held), and writes the status
 // with a merge patch when it differs from obj's status as Run received it; a
 // write refreshes obj from the server's response. It does so on every exit
 // path, and returns the step error and the status-write error joined. With
@@ -167,7 +175,7 @@ func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, 
 	deferred := &afterWrite{}
 	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, base, state)
 	keepTransitionTimes(obj, base)
-	p.finishStatus(obj)
+	p.finishStatus(obj, runErr)
 	writeErr := p.writeStatus(ctx, obj, base)
 	if writeErr == nil {
 		deferred.run()
@@ -247,9 +255,9 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj, base T, state S, step
 				SetCondition(obj, step.Condition, metav1.ConditionFalse, ReasonInternalError,
 					fmt.Sprintf("Step %s failed unexpectedly; see the operator log.", step.Name))
 			}
-			result, err = ctrl.Result{}, fmt.Errorf("step %s: %w", step.Name, ErrStepPanicked)
+			result, err = ctrl.Result{}, &stepError{step: step.Name, condition: step.Condition, err: ErrStepPanicked}
 		} else if err != nil {
-			err = fmt.Errorf("step %s: %w", step.Name, err)
+			err = &stepError{step: step.Name, condition: step.Condition, err: err}
 		}
 		if p.Metrics != nil {
 			p.Metrics.Duration.WithLabelValues(step.Name).Observe(time.Since(start).Seconds())
@@ -279,6 +287,16 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj, base T, state S, step
 func sameCause(stored, c *metav1.Condition) bool {
 	return stored != nil && stored.Status == c.Status && stored.Reason == c.Reason && stored.Message == c.Message
 }
+
+// stepError is a step's error, with the step and the condition it reports:
+// a terminal one tells finishStatus which condition is stalled.
+type stepError struct {
+	step, condition string
+	err             error
+}
+
+func (e *stepError) Error() string { return "step " + e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
 
 // unsetGeneration marks a step's condition while the step runs: SetCondition
 // always stamps a real generation, so a mark still there afterwards means the
