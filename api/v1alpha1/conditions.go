@@ -12,6 +12,15 @@ const (
 	ConditionNetworkPolicyReady = "NetworkPolicyReady"
 	ConditionHTTPRouteReady     = "HTTPRouteReady"
 	ConditionDBPurgeReady       = "DBPurgeReady"
+
+	// Reconciling and Stalled are the abnormal-true conditions kstatus
+	// (sigs.k8s.io/cli-utils/pkg/kstatus, as Flux uses it) judges a custom
+	// resource by, with status.observedGeneration: Reconciling True reads
+	// as in progress, Stalled True as failed, neither as current. The
+	// pipeline derives both from the nine sub-conditions on every pass
+	// that is not paused.
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
 )
 
 // SubConditions are the nine conditions Ready aggregates, in pipeline order.
@@ -37,6 +46,14 @@ const (
 const (
 	ReasonAllReady    = "AllReady"
 	ReasonNotAllReady = "NotAllReady"
+	// Reasons of Reconciling: True while a sub-condition is not True
+	// (Progressing); False once all are (Reconciled), or while Stalled is
+	// True (Stalled). Stalled is False with NoFailure, and True with the
+	// reason of the sub-condition that reports the failure.
+	ReasonProgressing = "Progressing"
+	ReasonReconciled  = "Reconciled"
+	ReasonStalled     = "Stalled"
+	ReasonNoFailure   = "NoFailure"
 	// ReasonPaused: AnnotationPaused holds the Glance; Ready keeps the
 	// status it had. Also the reason of the event that announces it.
 	ReasonPaused = "Paused"

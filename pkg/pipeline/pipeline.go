@@ -2,8 +2,8 @@
 // resource with conditions, and owns everything around the steps that every
 // reconciler would otherwise repeat: ordering and short-circuit, a parallel
 // group on object copies, panic recovery, per-step metrics, and the status
-// skeleton (aggregate condition, observedGeneration, a status write only when
-// the status changed).
+// skeleton (aggregate condition, the kstatus conditions Reconciling and
+// Stalled, observedGeneration, a status write only when the status changed).
 package pipeline
 
 import (
@@ -131,23 +131,34 @@ type Pipeline[T Object, S any] struct {
 	// Hold, when set, replaces the aggregate's recomputation: the aggregate
 	// keeps its status (Unknown when it has none) and takes Hold's reason
 	// and message. A table whose steps change nothing on purpose, such as
-	// a paused object's, says so there.
+	// a paused object's, says so there. A held pass applies no spec, so it
+	// stamps no observedGeneration and leaves Reconciling and Stalled as
+	// they were: a spec change made during the hold reads as not yet
+	// observed, as it is.
 	Hold *Hold
+	// Health, when set, has every pass that is not held keep the two
+	// conditions kstatus judges a custom resource by (Flux's health checks,
+	// cli-utils): Reconciling and Stalled. See Health.
+	Health *Health
 	// Stored, when set, hears each pass whose status is stored (written,
 	// or unchanged) with the object as the pass received it and as stored:
 	// a transition seen there is announced once.
 	Stored func(ctx context.Context, before, after T)
 	// StepFailed, when set, hears each step error that gives the step's
-	// condition its FailureReason, when the condition did not have that
-	// reason as the step started, with the reason and message: the
-	// reconciler announces it, once per cause rather than once per retry.
-	// A step that sets a False of its own reports it itself.
+	// condition its FailureReason, with the reason and message, unless the
+	// condition was stored with that reason and message when the pass
+	// began: the reconciler announces it once per cause rather than once
+	// per retry. The stored condition is the measure, not the one the step
+	// started from, because an earlier step of the same pass may have set a
+	// shared condition True on the way (a different message is a different
+	// cause). A step that sets a False of its own reports it itself.
 	StepFailed func(ctx context.Context, obj T, state S, step Step[T, S], reason, message string)
 }
 
 // Run runs the stages in order on obj until one returns a non-zero result
 // or an error, then applies the status skeleton: it recomputes the
-// aggregate, stamps observedGeneration on the status, and writes the status
+// aggregate and, with Health, Reconciling and Stalled, stamps
+// observedGeneration on the status (unless held), and writes the status
 // with a merge patch when it differs from obj's status as Run received it; a
 // write refreshes obj from the server's response. It does so on every exit
 // path, and returns the step error and the status-write error joined. With
@@ -162,9 +173,9 @@ type Pipeline[T Object, S any] struct {
 func (p *Pipeline[T, S]) Run(ctx context.Context, obj T, state S) (ctrl.Result, error) {
 	base := obj.DeepCopyObject().(T)
 	deferred := &afterWrite{}
-	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, state)
+	result, runErr := p.runStages(context.WithValue(ctx, afterWriteKey{}, deferred), obj, base, state)
 	keepTransitionTimes(obj, base)
-	p.finishStatus(obj)
+	p.finishStatus(obj, runErr)
 	writeErr := p.writeStatus(ctx, obj, base)
 	if writeErr == nil {
 		deferred.run()
@@ -211,15 +222,17 @@ func AfterStatusWrite(ctx context.Context, fn func()) {
 	a.mu.Unlock()
 }
 
-func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Result, error) {
+// runStages runs the stages on obj; base is obj as the pass received it,
+// its status as stored.
+func (p *Pipeline[T, S]) runStages(ctx context.Context, obj, base T, state S) (ctrl.Result, error) {
 	for _, stage := range p.Stages {
 		var result ctrl.Result
 		var err error
 		switch {
 		case stage.parallel:
-			result, err = p.runGroup(ctx, obj, state, stage.steps)
+			result, err = p.runGroup(ctx, obj, base, state, stage.steps)
 		case len(stage.steps) == 1:
-			result, err = p.runStep(ctx, obj, state, stage.steps[0])
+			result, err = p.runStep(ctx, obj, base, state, stage.steps[0])
 		}
 		if err != nil || !result.IsZero() {
 			return result, err
@@ -230,7 +243,7 @@ func (p *Pipeline[T, S]) runStages(ctx context.Context, obj T, state S) (ctrl.Re
 
 // runStep runs one step on obj, timed and counted, turning a panic into an
 // error and an InternalError condition.
-func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[T, S]) (result ctrl.Result, err error) {
+func (p *Pipeline[T, S]) runStep(ctx context.Context, obj, base T, state S, step Step[T, S]) (result ctrl.Result, err error) {
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
@@ -242,9 +255,9 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 				SetCondition(obj, step.Condition, metav1.ConditionFalse, ReasonInternalError,
 					fmt.Sprintf("Step %s failed unexpectedly; see the operator log.", step.Name))
 			}
-			result, err = ctrl.Result{}, fmt.Errorf("step %s: %w", step.Name, ErrStepPanicked)
+			result, err = ctrl.Result{}, &stepError{step: step.Name, condition: step.Condition, err: ErrStepPanicked}
 		} else if err != nil {
-			err = fmt.Errorf("step %s: %w", step.Name, err)
+			err = &stepError{step: step.Name, condition: step.Condition, err: err}
 		}
 		if p.Metrics != nil {
 			p.Metrics.Duration.WithLabelValues(step.Name).Observe(time.Since(start).Seconds())
@@ -256,20 +269,34 @@ func (p *Pipeline[T, S]) runStep(ctx context.Context, obj T, state S, step Step[
 	if step.Condition == "" {
 		return step.Run(ctx, obj, state)
 	}
-	prevReason := ""
-	if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c != nil {
-		prevReason = c.Reason
-	}
+	stored := meta.FindStatusCondition(base.GetConditions(), step.Condition)
 	prior := markUnset(obj, step.Condition)
 	defer func() {
 		if settle(obj, step, prior, err) && p.StepFailed != nil {
-			if c := meta.FindStatusCondition(obj.GetConditions(), step.Condition); c.Reason != prevReason {
+			c := meta.FindStatusCondition(obj.GetConditions(), step.Condition)
+			if !sameCause(stored, c) {
 				p.StepFailed(ctx, obj, state, step, c.Reason, c.Message)
 			}
 		}
 	}()
 	return step.Run(ctx, obj, state)
 }
+
+// sameCause says whether a step's failed condition c states what the
+// condition stored held already: the same status, reason and message.
+func sameCause(stored, c *metav1.Condition) bool {
+	return stored != nil && stored.Status == c.Status && stored.Reason == c.Reason && stored.Message == c.Message
+}
+
+// stepError is a step's error, with the step and the condition it reports:
+// a terminal one tells finishStatus which condition is stalled.
+type stepError struct {
+	step, condition string
+	err             error
+}
+
+func (e *stepError) Error() string { return "step " + e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
 
 // unsetGeneration marks a step's condition while the step runs: SetCondition
 // always stamps a real generation, so a mark still there afterwards means the
@@ -343,7 +370,7 @@ func Truncate(text string, limit int) string {
 	return text + "…"
 }
 
-func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []Step[T, S]) (ctrl.Result, error) {
+func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj, base T, state S, steps []Step[T, S]) (ctrl.Result, error) {
 	type outcome struct {
 		copy   T
 		result ctrl.Result
@@ -359,7 +386,7 @@ func (p *Pipeline[T, S]) runGroup(ctx context.Context, obj T, state S, steps []S
 	for i, step := range steps {
 		wg.Go(func() {
 			o := &outcomes[i]
-			o.result, o.err = p.runStep(ctx, o.copy, state, step)
+			o.result, o.err = p.runStep(ctx, o.copy, base, state, step)
 		})
 	}
 	wg.Wait()

@@ -951,6 +951,42 @@ func TestStepFailedOncePerCause(t *testing.T) {
 	}
 }
 
+// TestStepFailedOncePerCauseOnASharedCondition: an earlier step of the
+// pass sets the shared condition True before a later one fails on it, as
+// the Secrets and Config steps do with SecretsReady. The failure is measured
+// against the condition as stored when the pass began, so it is heard once
+// while it persists, and again when its message changes: another cause.
+func TestStepFailedOncePerCauseOnASharedCondition(t *testing.T) {
+	cause := "the ConfigMap is too long"
+	refused := step{Name: "A2", Condition: condA, FailureReason: "Refused", Run: func(context.Context, glance, pass) (ctrl.Result, error) {
+		return ctrl.Result{}, errors.New(cause)
+	}}
+	e := newEnv(t, newGlance(), pipeline.Single(ok("A1", condA)), pipeline.Single(refused))
+	var heard []string
+	e.p.StepFailed = func(_ context.Context, _ glance, _ pass, s step, reason, message string) {
+		heard = append(heard, s.Name+" "+reason+": "+message)
+	}
+	passes := func(n int) {
+		t.Helper()
+		for range n {
+			if _, _, _, err := e.run(t); err == nil {
+				t.Fatal("the failing step's pass returned no error")
+			}
+		}
+	}
+	passes(3)
+	want := []string{"A2 Refused: the ConfigMap is too long"}
+	if !slices.Equal(heard, want) {
+		t.Errorf("StepFailed heard %q over 3 passes of one cause, want %q", heard, want)
+	}
+	cause = "the ConfigMap is invalid"
+	passes(2)
+	want = append(want, "A2 Refused: the ConfigMap is invalid")
+	if !slices.Equal(heard, want) {
+		t.Errorf("StepFailed heard %q after the message changed, want %q", heard, want)
+	}
+}
+
 func TestRunErrorAndStatusWriteErrorAreJoined(t *testing.T) {
 	errStep := errors.New("step failed")
 	errWrite := errors.New("apiserver unavailable")

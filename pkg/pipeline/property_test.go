@@ -46,7 +46,10 @@ func (o outcome) sets() bool {
 //   - a failed step's condition is False;
 //   - a condition carries the generation it was evaluated against: the
 //     current one when its step set it or failed, its own otherwise;
-//   - the conditions of steps the pass did not reach are as they were.
+//   - the conditions of steps the pass did not reach are as they were;
+//   - Stalled is True exactly when a sub-condition reports a failure
+//     Health names, and Reconciling exactly when none does and not all
+//     sub-conditions are True.
 func TestPipelineInvariantsUnderRandomOutcomes(t *testing.T) {
 	conds := []string{"S1Ready", "S2Ready", "S3Ready", "P1Ready", "P2Ready", "P3Ready"}
 	const gen = 9
@@ -101,6 +104,7 @@ func TestPipelineInvariantsUnderRandomOutcomes(t *testing.T) {
 				pipeline.Parallel(stepOf(conds[3]), stepOf(conds[4]), stepOf(conds[5])),
 			},
 			Aggregate: ready, SubConditions: conds, Status: c.Status(),
+			Health: &pipeline.Health{Stalled: func(c metav1.Condition) bool { return c.Reason == "OwnFailure" }},
 		}
 		// Which steps the pass reaches follows from the plan: sequential
 		// steps stop the pass on an error or a requeue; the group runs whole.
@@ -128,10 +132,11 @@ func TestPipelineInvariantsUnderRandomOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		allTrue := true
+		allTrue, failure := true, false
 		for _, cond := range conds {
 			got := meta.FindStatusCondition(stored.Status.Conditions, cond)
 			allTrue = allTrue && got != nil && got.Status == metav1.ConditionTrue
+			failure = failure || (got != nil && got.Status != metav1.ConditionTrue && got.Reason == "OwnFailure")
 			was := meta.FindStatusCondition(prior, cond)
 			o := plan[cond]
 			switch {
@@ -152,6 +157,11 @@ func TestPipelineInvariantsUnderRandomOutcomes(t *testing.T) {
 		r := meta.FindStatusCondition(stored.Status.Conditions, ready)
 		if r == nil || (r.Status == metav1.ConditionTrue) != allTrue || r.ObservedGeneration != gen {
 			t.Errorf("seed %d: Ready %+v, want True exactly when all six are (%v), at generation %d", seed, r, allTrue, gen)
+		}
+		stalled := meta.IsStatusConditionTrue(stored.Status.Conditions, pipeline.ConditionStalled)
+		reconciling := meta.IsStatusConditionTrue(stored.Status.Conditions, pipeline.ConditionReconciling)
+		if stalled != failure || reconciling != (!failure && !allTrue) {
+			t.Errorf("seed %d: Stalled %v, Reconciling %v; want %v, %v (all True: %v)", seed, stalled, reconciling, failure, !failure && !allTrue, allTrue)
 		}
 		if stored.Status.ObservedGeneration != gen {
 			t.Errorf("seed %d: status.observedGeneration %d, want %d", seed, stored.Status.ObservedGeneration, gen)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,13 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // finishStatus recomputes the aggregate condition, exactly the AND of the
-// sub-conditions (or holds it, see Hold), and stamps obj's generation on
-// the status and on the aggregate. A step error leaves its condition False (see
+// sub-conditions (or holds it, see Hold), and with Health the conditions
+// Reconciling and Stalled, and stamps obj's generation on the status and on
+// the aggregate. A step error leaves its condition False (see
 // Step.FailureReason), so the aggregate never vouches for a failed pass.
-func (p *Pipeline[T, S]) finishStatus(obj T) {
+// runErr is the pass's error.
+func (p *Pipeline[T, S]) finishStatus(obj T, runErr error) {
 	switch {
 	case p.Aggregate != "" && p.Hold != nil:
 		status := metav1.ConditionUnknown
@@ -32,16 +36,98 @@ func (p *Pipeline[T, S]) finishStatus(obj T) {
 		} else {
 			SetCondition(obj, p.Aggregate, metav1.ConditionFalse, ReasonNotAllReady, p.whyNot(obj, notTrue))
 		}
+		p.judgeHealth(obj, notTrue, runErr)
 	}
 	p.orderConditions(obj)
-	obj.SetObservedGeneration(obj.GetGeneration())
+	if p.Hold == nil {
+		// A held pass applied nothing of the spec: stamping its generation
+		// would tell kstatus that a spec change made meanwhile is rolled out.
+		obj.SetObservedGeneration(obj.GetGeneration())
+	}
+}
+
+// Health is how a pipeline reports in kstatus's terms
+// (sigs.k8s.io/cli-utils/pkg/kstatus), which judges a custom resource by
+// status.observedGeneration and by two abnormal-true conditions alone:
+// Reconciling True is in progress, Stalled True is failed, neither is
+// current. Every pass that is not held sets both, from the sub-conditions:
+//
+//   - Stalled is True when a sub-condition that is not True is a failure
+//     (Stalled says which), or when the pass ended on a terminal error,
+//     which only a change can fix: its reason is that sub-condition's, its
+//     message names it; the first such one in SubConditions order counts;
+//   - otherwise Reconciling is True while any sub-condition is not True,
+//     with the aggregate's message;
+//   - each is False otherwise, so both always say what was judged.
+type Health struct {
+	// Stalled says whether c, a sub-condition that is not True, reports a
+	// failure rather than something still under way: a failed Job, a spec
+	// the reconciler refuses. Nil counts only terminal errors.
+	Stalled func(c metav1.Condition) bool
+}
+
+// Condition types and reasons of Health, kstatus's names; the same strings
+// as the v1alpha1 constants, kept here so the pipeline does not depend on
+// one API version.
+const (
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+	// ReasonProgressing: Reconciling is True, some sub-condition is not.
+	ReasonProgressing = "Progressing"
+	// ReasonReconciled: Reconciling is False, every sub-condition is True.
+	ReasonReconciled = "Reconciled"
+	// ReasonStalled: Reconciling is False because Stalled is True.
+	ReasonStalled = "Stalled"
+	// ReasonNoFailure: Stalled is False.
+	ReasonNoFailure = "NoFailure"
+)
+
+// judgeHealth sets Reconciling and Stalled, see Health.
+func (p *Pipeline[T, S]) judgeHealth(obj T, notTrue []string, runErr error) {
+	if p.Health == nil {
+		return
+	}
+	if c := p.stalled(obj, notTrue, runErr); c != nil {
+		SetCondition(obj, ConditionStalled, metav1.ConditionTrue, c.Reason, c.Type+": "+c.Message)
+		SetCondition(obj, ConditionReconciling, metav1.ConditionFalse, ReasonStalled,
+			"Stalled on "+c.Type+": see the Stalled condition.")
+		return
+	}
+	SetCondition(obj, ConditionStalled, metav1.ConditionFalse, ReasonNoFailure, "No sub-condition reports a failure.")
+	if len(notTrue) > 0 {
+		SetCondition(obj, ConditionReconciling, metav1.ConditionTrue, ReasonProgressing, p.whyNot(obj, notTrue))
+		return
+	}
+	SetCondition(obj, ConditionReconciling, metav1.ConditionFalse, ReasonReconciled, "All sub-conditions are True.")
+}
+
+// stalled is the first of the sub-conditions notTrue that is a failure:
+// one Health.Stalled names, or the condition of the step whose terminal
+// error ended the pass. Nil when there is none.
+func (p *Pipeline[T, S]) stalled(obj T, notTrue []string, runErr error) *metav1.Condition {
+	terminal := ""
+	var se *stepError
+	if errors.Is(runErr, reconcile.TerminalError(nil)) && errors.As(runErr, &se) {
+		terminal = se.condition
+	}
+	for _, typ := range notTrue {
+		c := meta.FindStatusCondition(obj.GetConditions(), typ)
+		if c == nil {
+			continue
+		}
+		if typ == terminal || (p.Health.Stalled != nil && p.Health.Stalled(*c)) {
+			return c
+		}
+	}
+	return nil
 }
 
 // orderConditions puts the aggregate first and the sub-conditions after it
 // in the order of SubConditions, the pipeline's, so that kubectl describe
-// reads as the pass ran, whichever step set a condition first; any other
-// condition keeps its place after them. The order is the same every pass,
-// so it never makes a status write of its own but once.
+// reads as the pass ran, whichever step set a condition first; then
+// Reconciling and Stalled; any other condition keeps its place after them.
+// The order is the same every pass, so it never makes a status write of its
+// own but once.
 func (p *Pipeline[T, S]) orderConditions(obj T) {
 	rank := func(typ string) int {
 		if typ == p.Aggregate {
@@ -50,7 +136,15 @@ func (p *Pipeline[T, S]) orderConditions(obj T) {
 		if i := slices.Index(p.SubConditions, typ); i >= 0 {
 			return i + 1
 		}
-		return len(p.SubConditions) + 1
+		if p.Health != nil {
+			switch typ {
+			case ConditionReconciling:
+				return len(p.SubConditions) + 1
+			case ConditionStalled:
+				return len(p.SubConditions) + 2
+			}
+		}
+		return len(p.SubConditions) + 3
 	}
 	conds := obj.GetConditions()
 	slices.SortStableFunc(conds, func(a, b metav1.Condition) int { return cmp.Compare(rank(a.Type), rank(b.Type)) })

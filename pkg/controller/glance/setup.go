@@ -66,7 +66,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,
 			Metrics: r.Metrics.Reconcile, Status: r.Client.Status(), StepFailed: stepFailed, Detail: readyDetail,
-			Stored: r.announcePause,
+			Stored: r.announcePause, Health: &pipeline.Health{Stalled: stalls},
 		}
 	}
 	r.pipeline, r.unresolved, r.refused, r.paused = stages(Steps), stages(unresolvedSteps), stages(refusedSteps), stages(nil)

@@ -56,6 +56,31 @@ func stepFailed(ctx context.Context, g *v1alpha1.Glance, p *pass, s step, reason
 	announce(ctx, p, g, nil, corev1.EventTypeWarning, reason, s.Name, "%s", message)
 }
 
+// stalls says which sub-conditions that are not True report a failure, for
+// Stalled (kstatus's Failed), rather than something still under way: a
+// schema or purge Job that failed, and a release change the Database step
+// refuses. A failed Job is retried, yet it stalls: it fails again unless
+// something changes, and a Flux wait should end on it rather than on its
+// timeout; the retry's run reads as Reconciling again. What only a spec
+// change fixes (a refused spec, a config or child that cannot be rendered)
+// ends its pass on a terminal error, which stalls the step's condition
+// whatever its reason; waits (credentials, backends, a rollout, the
+// health probe) and retried API errors are Reconciling.
+func stalls(c metav1.Condition) bool {
+	switch c.Type {
+	case v1alpha1.ConditionDatabaseReady:
+		switch c.Reason {
+		case v1alpha1.ReasonDBSyncFailed, v1alpha1.ReasonExpandFailed, v1alpha1.ReasonMigrateFailed, v1alpha1.ReasonContractFailed,
+			v1alpha1.ReasonVersionParseError, v1alpha1.ReasonDowngradeNotSupported, v1alpha1.ReasonUpgradePathInvalid,
+			v1alpha1.ReasonImageReleaseMismatch, v1alpha1.ReasonUpgradeTargetChanged:
+			return true
+		}
+	case v1alpha1.ConditionDBPurgeReady:
+		return c.Reason == v1alpha1.ReasonDBPurgeJobFailed
+	}
+	return false
+}
+
 // readyDetail adds to Ready's entry for DatabaseReady the attempt of a
 // schema Job that fails, and when it runs again.
 func readyDetail(g *v1alpha1.Glance, c metav1.Condition) string {

@@ -20,6 +20,11 @@ var (
 	mgr *operatortest.Manager
 )
 
+// reconcileTrace is controller-runtime's log of every reconcile in this
+// process: it must take the logger before any manager logs (see
+// RecordReconciles).
+var reconcileTrace = operatortest.RecordReconciles()
+
 func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunTests(m, controlplane.APIServerOptions{
 		CRDs: controlplane.CRDs{Glance: true, MariaDB: true, ExternalSecrets: true, GatewayAPI: true},
