@@ -94,6 +94,10 @@ const (
 	// is another owner's; the message names it and its owner. The operator
 	// neither adopts, changes nor deletes it.
 	ReasonDatabaseObjectConflict = "DatabaseObjectConflict"
+	// ReasonDatabaseUserRotating: the schema is synced, and a database user
+	// rotation waits; the message says for what (the other user to be
+	// Ready, the pods or a Job still connecting as the old one).
+	ReasonDatabaseUserRotating = "DatabaseUserRotating"
 
 	ReasonDeploymentReady      = "DeploymentReady"
 	ReasonWaitingForDeployment = "WaitingForDeployment"

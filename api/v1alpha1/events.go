@@ -47,7 +47,7 @@ const (
 var EventReasons = []string{
 	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
 	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted, ReasonPaused, EventResumed,
-	EventDatabaseUserCreating, EventDatabaseUserSwitched, EventDatabaseUserDropped,
+	EventDatabaseUserCreating, EventDatabaseUserSwitched, EventDatabaseUserDropped, ReasonDatabaseUserRotating,
 	EventUpgradeInitiated, EventExpandComplete, EventMigrateComplete, EventUpgradeAborted, EventUpgradeComplete,
 	ReasonDBPurgeJobFailed, ReasonVersionParseError, ReasonDowngradeNotSupported, ReasonUpgradePathInvalid,
 	ReasonDBSyncFailed, ReasonExpandFailed, ReasonMigrateFailed, ReasonContractFailed, ReasonDatabaseObjectConflict,

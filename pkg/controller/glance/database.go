@@ -103,6 +103,14 @@ func reconcileDatabase(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	if d.Ready {
 		status = metav1.ConditionTrue
 	}
+	if d.Ready && p.rotationWait != "" {
+		// The schema serves, and the steps after this one go on; what a
+		// rotation waits for is said here, not left to a log line.
+		status, d.Reason, d.Message = metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating, p.rotationWait
+		if previous == nil || previous.Reason != v1alpha1.ReasonDatabaseUserRotating {
+			announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.ReasonDatabaseUserRotating, "Rotate", "%s", p.rotationWait)
+		}
+	}
 	pipeline.SetCondition(g, v1alpha1.ConditionDatabaseReady, status, d.Reason, d.Message)
 	switch {
 	case d.Invalid:

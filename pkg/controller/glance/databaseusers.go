@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/database"
@@ -79,20 +78,33 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 	}
 	obs := database.UsersObservation{Active: database.Slot(live.Data[SlotKey])}
 	obs.A, obs.B = slotState(g, p, database.SlotA, slots[database.SlotA]), slotState(g, p, database.SlotB, slots[database.SlotB])
-	if obs.Active != "" && slots[obs.Active.Other()].exists() {
+	var unsettled string
+	if other := obs.Active.Other(); obs.Active != "" && slots[other].exists() {
 		// Only the other slot's drop waits for the pods to settle: most
 		// passes have no other slot, and read no Deployment or Job here.
 		liveHash := keyedDigest(p.digestKey, string(live.Data[ConnectionKey]))
-		settled, recheck, err := usersSettled(ctx, g, p, liveHash)
-		if err != nil {
+		var recheck time.Duration
+		var err error
+		if unsettled, recheck, err = usersUnsettled(ctx, g, p, liveHash); err != nil {
 			return err
 		}
-		obs.Settled = settled
+		obs.Settled = unsettled == ""
 		p.recheckAfter(recheck)
 	}
 	plan := database.PlanUsers(obs)
-	if plan.Waiting != "" {
-		log.FromContext(ctx).V(1).Info("Database password rotation waits", "reason", plan.Waiting)
+	if obs.Active != "" && plan.Active != obs.Active {
+		// The switch itself: the pods roll off the old user from now.
+		unsettled = fmt.Sprintf("Deployment %s does not run the new connection yet", g.Name)
+	}
+	// A rotation that waits says what for: DatabaseReady carries it.
+	switch other := plan.Active.Other(); {
+	case plan.Waiting != "" && unsettled != "":
+		p.rotationWait = plan.Waiting + ": " + unsettled
+	case plan.Waiting != "":
+		p.rotationWait = plan.Waiting
+	case unsettled != "":
+		p.rotationWait = fmt.Sprintf("database user %s (slot %s) is dropped once no pod or Job connects as it: %s",
+			slots[other].username(p, other), other, unsettled)
 	}
 
 	if plan.Retire != "" {
@@ -293,42 +305,57 @@ func retireSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slo
 	return nil
 }
 
-// usersSettled reports whether nothing may connect with another DSN than
-// the live one, whose keyed digest is dsnHash: the Deployment has rolled
-// out onto it and its old pods are gone, and no schema Job runs. Where the
-// API server does not count terminating pods, the old pods' grace period
-// after the roll stands in, and recheck is when it is over.
-func usersSettled(ctx context.Context, g *v1alpha1.Glance, p *pass, dsnHash string) (settled bool, recheck time.Duration, _ error) {
+// usersUnsettled says what may still connect with another DSN than the
+// live one, whose keyed digest is dsnHash; empty once nothing may: the
+// Deployment has rolled out onto it and its old pods are gone, and no schema
+// Job or purge run (each started on the DSN of its time) runs. Where the API
+// server does not count terminating pods, the old pods' grace period after
+// the roll stands in, and recheck is when it is over.
+func usersUnsettled(ctx context.Context, g *v1alpha1.Glance, p *pass, dsnHash string) (waiting string, recheck time.Duration, _ error) {
 	for _, kind := range []database.JobKind{database.Sync, database.Expand, database.Migrate, database.Contract} {
 		var j batchv1.Job
-		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: render.DatabaseJobName(g.Name, render.DatabaseJobKind(kind))}, &j)
+		name := render.DatabaseJobName(g.Name, render.DatabaseJobKind(kind))
+		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: name}, &j)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return false, 0, fmt.Errorf("get Job %s: %w", render.DatabaseJobName(g.Name, render.DatabaseJobKind(kind)), err)
+			return "", 0, fmt.Errorf("get Job %s: %w", name, err)
 		case j.Status.Active > 0:
-			return false, 0, nil
+			return fmt.Sprintf("Job %s runs", name), 0, nil
+		}
+	}
+	var runs batchv1.JobList
+	if err := p.cluster.Client.List(ctx, &runs, client.InNamespace(g.Namespace), client.MatchingFields{v1alpha1.IndexChildComponent: render.ChildComponent(g.Name, render.ComponentDBPurge)}); err != nil {
+		return "", 0, fmt.Errorf("list the purge runs: %w", err)
+	}
+	for i := range runs.Items {
+		if j := &runs.Items[i]; !jobFinished(j) {
+			// A purge is bounded by its deadline, so this wait is too.
+			return fmt.Sprintf("purge run %s runs", j.Name), 0, nil
 		}
 	}
 	var d appsv1.Deployment
 	err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: g.Name}, &d)
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, 0, nil
+		return "", 0, nil
 	case err != nil:
-		return false, 0, fmt.Errorf("get Deployment %s: %w", g.Name, err)
+		return "", 0, fmt.Errorf("get Deployment %s: %w", g.Name, err)
 	}
 	want := int32(1)
 	if d.Spec.Replicas != nil {
 		want = *d.Spec.Replicas
 	}
 	st := d.Status
-	if d.Spec.Template.Annotations[render.AnnotationDBConnectionHash] != dsnHash || st.ObservedGeneration < d.Generation ||
-		st.UpdatedReplicas != want || st.Replicas != want || st.AvailableReplicas != want {
-		return false, 0, nil
-	}
-	if st.TerminatingReplicas != nil {
-		return *st.TerminatingReplicas == 0, 0, nil
+	switch {
+	case d.Spec.Template.Annotations[render.AnnotationDBConnectionHash] != dsnHash:
+		return fmt.Sprintf("Deployment %s does not run the new connection yet", d.Name), 0, nil
+	case st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.Replicas != want || st.AvailableReplicas != want:
+		return fmt.Sprintf("Deployment %s has rolled out %d of %d replicas, %d available, %d in all", d.Name, st.UpdatedReplicas, want, st.AvailableReplicas, st.Replicas), 0, nil
+	case st.TerminatingReplicas != nil && *st.TerminatingReplicas > 0:
+		return fmt.Sprintf("%d old pods of Deployment %s are terminating", *st.TerminatingReplicas, d.Name), 0, nil
+	case st.TerminatingReplicas != nil:
+		return "", 0, nil
 	}
 	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
 	if s := d.Spec.Template.Spec.TerminationGracePeriodSeconds; s != nil {
@@ -337,10 +364,10 @@ func usersSettled(ctx context.Context, g *v1alpha1.Glance, p *pass, dsnHash stri
 	for _, c := range st.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == "NewReplicaSetAvailable" {
 			if left := time.Until(c.LastUpdateTime.Add(grace)); left > 0 {
-				return false, left, nil
+				return fmt.Sprintf("the old pods of Deployment %s may run for their grace period", d.Name), left, nil
 			}
-			return true, 0, nil
+			return "", 0, nil
 		}
 	}
-	return false, 0, nil
+	return fmt.Sprintf("Deployment %s has not reported its new ReplicaSet available", d.Name), 0, nil
 }

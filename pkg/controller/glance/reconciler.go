@@ -95,6 +95,9 @@ type pass struct {
 	// change: that is a rotation onto the other slot.
 	dbSlot database.Slot
 	dbUser string
+	// rotationWait says what a database user rotation waits for; empty
+	// when none waits. The Database step reports it on DatabaseReady.
+	rotationWait string
 	// recheck is when to look again at what waits for time to pass without
 	// holding the steps after it back (a rotation waiting out the old
 	// pods' grace, a schema Job's retry while the schema serves); zero for

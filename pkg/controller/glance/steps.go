@@ -71,7 +71,7 @@ func stalls(c metav1.Condition) bool {
 	case v1alpha1.ConditionDatabaseReady:
 		switch c.Reason {
 		case v1alpha1.ReasonDBSyncFailed, v1alpha1.ReasonExpandFailed, v1alpha1.ReasonMigrateFailed, v1alpha1.ReasonContractFailed,
-			v1alpha1.ReasonVersionParseError, v1alpha1.ReasonDowngradeNotSupported, v1alpha1.ReasonUpgradePathInvalid,
+			v1alpha1.ReasonDatabaseObjectConflict, v1alpha1.ReasonVersionParseError, v1alpha1.ReasonDowngradeNotSupported, v1alpha1.ReasonUpgradePathInvalid,
 			v1alpha1.ReasonImageReleaseMismatch, v1alpha1.ReasonUpgradeTargetChanged:
 			return true
 		}
@@ -82,8 +82,13 @@ func stalls(c metav1.Condition) bool {
 }
 
 // readyDetail adds to Ready's entry for DatabaseReady the attempt of a
-// schema Job that fails, and when it runs again.
+// schema Job that fails, and when it runs again, or what a database user
+// rotation waits for.
 func readyDetail(g *v1alpha1.Glance, c metav1.Condition) string {
+	if c.Type == v1alpha1.ConditionDatabaseReady && c.Reason == v1alpha1.ReasonDatabaseUserRotating {
+		// What a rotation waits for is the whole point of the entry.
+		return c.Message
+	}
 	r := g.Status.SchemaJobRetry
 	if c.Type != v1alpha1.ConditionDatabaseReady || r == nil {
 		return ""

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -259,4 +260,56 @@ func TestUsernameChangeIsARotation(t *testing.T) {
 	s.rollOutChange()
 	s.Eventually("the old user dropped after the roll", func() bool { return s.object(render.UserGVK, "glance") == nil }, nil)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+}
+
+// A rotation that waits says what for, on DatabaseReady and in Ready's
+// message, with one event as it starts waiting: first for the new user to be
+// Ready, then for the pods and a purge run that started on the old user,
+// which holds the old user's drop back until it ends.
+func TestRotationSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.setDBPassword("second")
+	c := s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating, "waiting for database user slot b to be Ready")
+	s.ConditionSaying(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady, c.Message)
+
+	s.provisionUser("glance.b")
+	s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating,
+		"database user glance (slot a) is dropped once no pod or Job connects as it: Deployment glance")
+	run, done := s.startPurgeJob("glance-db-purge-1", time.Now())
+	s.rollOutChange()
+	s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating, "purge run "+run.Name+" runs")
+	s.Consistently("slot a's user stays while a purge run may connect as it", 3*time.Second, func() bool {
+		return s.object(render.UserGVK, "glance") != nil
+	})
+	s.FinishJob(run.Name, true)
+	done()
+	s.Eventually("slot a dropped once the purge run ended", func() bool { return s.object(render.UserGVK, "glance") == nil }, nil)
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	if n := len(s.eventsOf(v1alpha1.ReasonDatabaseUserRotating)); n != 1 {
+		t.Errorf("%d DatabaseUserRotating events for one rotation, want 1", n)
+	}
+}
+
+// eventsOf lists the notes of the events of reason on the Glance, of any
+// type, one for each time it was emitted.
+func (s *scene) eventsOf(reason string) []string {
+	s.t.Helper()
+	var list eventsv1.EventList
+	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
+		s.t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Glance" && e.Reason == reason {
+			notes = append(notes, e.Note)
+			if e.Series != nil {
+				for range e.Series.Count - 1 {
+					notes = append(notes, e.Note)
+				}
+			}
+		}
+	}
+	return notes
 }
