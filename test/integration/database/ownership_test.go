@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -287,29 +286,7 @@ func TestRotationSaysWhatItWaitsFor(t *testing.T) {
 	done()
 	s.Eventually("slot a dropped once the purge run ended", func() bool { return s.object(render.UserGVK, "glance") == nil }, nil)
 	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	if n := len(s.eventsOf(v1alpha1.ReasonDatabaseUserRotating)); n != 1 {
+	if n := len(s.eventsOf(v1alpha1.ReasonDatabaseUserRotating, "")); n != 1 {
 		t.Errorf("%d DatabaseUserRotating events for one rotation, want 1", n)
 	}
-}
-
-// eventsOf lists the notes of the events of reason on the Glance, of any
-// type, one for each time it was emitted.
-func (s *scene) eventsOf(reason string) []string {
-	s.t.Helper()
-	var list eventsv1.EventList
-	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
-		s.t.Fatal(err)
-	}
-	var notes []string
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Glance" && e.Reason == reason {
-			notes = append(notes, e.Note)
-			if e.Series != nil {
-				for range e.Series.Count - 1 {
-					notes = append(notes, e.Note)
-				}
-			}
-		}
-	}
-	return notes
 }

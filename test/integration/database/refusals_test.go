@@ -60,13 +60,20 @@ func (s *scene) refuse(group, resource, expression, message string) {
 // one for each time it was emitted (a series repeats its note).
 func (s *scene) warningsOf(reason string) []string {
 	s.t.Helper()
+	return s.eventsOf(reason, corev1.EventTypeWarning)
+}
+
+// eventsOf lists the notes of the events of reason on the Glance, of type
+// typ (any type when empty), one for each time it was emitted.
+func (s *scene) eventsOf(reason, typ string) []string {
+	s.t.Helper()
 	var list eventsv1.EventList
 	if err := cl.List(context.Background(), &list, client.InNamespace(s.NS)); err != nil {
 		s.t.Fatal(err)
 	}
 	var notes []string
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "Glance" && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+		if e.Regarding.Kind == "Glance" && e.Reason == reason && (typ == "" || e.Type == typ) {
 			notes = append(notes, e.Note)
 			if e.Series != nil {
 				for range e.Series.Count - 1 {
