@@ -263,8 +263,7 @@ func TestUsernameChangeIsARotation(t *testing.T) {
 
 // A rotation that waits says what for, on DatabaseReady and in Ready's
 // message, with one event as it starts waiting: first for the new user to be
-// Ready, then for the pods and a purge run that started on the old user,
-// which holds the old user's drop back until it ends.
+// Ready, then for the pods still connecting as the old one.
 func TestRotationSaysWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
@@ -272,21 +271,34 @@ func TestRotationSaysWhatItWaitsFor(t *testing.T) {
 	s.setDBPassword("second")
 	c := s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating, "waiting for database user slot b to be Ready")
 	s.ConditionSaying(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotAllReady, c.Message)
-
 	s.provisionUser("glance.b")
 	s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating,
 		"database user glance (slot a) is dropped once no pod or Job connects as it: Deployment glance")
+	s.rollOutChange()
+	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
+	if n := len(s.eventsOf(v1alpha1.ReasonDatabaseUserRotating, "")); n != 1 {
+		t.Errorf("%d DatabaseUserRotating events for one rotation, want 1", n)
+	}
+}
+
+// A purge run started on the old user's DSN keeps the old user until it
+// ends, as a schema Job does: dropping it would cut the run's connection.
+func TestPurgeRunHoldsTheOldUsersDrop(t *testing.T) {
+	t.Parallel()
+	s := newScene(t)
+	s.install()
+	s.setDBPassword("second")
+	s.provisionUser("glance.b")
+	s.Eventually("the DSN names slot b", func() bool {
+		var conn corev1.Secret
+		return cl.Get(context.Background(), client.ObjectKey{Namespace: s.NS, Name: "glance-db-connection"}, &conn) == nil && string(conn.Data["slot"]) == "b"
+	}, nil)
 	run, done := s.startPurgeJob("glance-db-purge-1", time.Now())
 	s.rollOutChange()
-	s.ConditionSaying(v1alpha1.ConditionDatabaseReady, metav1.ConditionFalse, v1alpha1.ReasonDatabaseUserRotating, "purge run "+run.Name+" runs")
 	s.Consistently("slot a's user stays while a purge run may connect as it", 3*time.Second, func() bool {
 		return s.object(render.UserGVK, "glance") != nil
 	})
 	s.FinishJob(run.Name, true)
 	done()
 	s.Eventually("slot a dropped once the purge run ended", func() bool { return s.object(render.UserGVK, "glance") == nil }, nil)
-	s.Condition(v1alpha1.ConditionDatabaseReady, metav1.ConditionTrue, v1alpha1.ReasonDatabaseSynced)
-	if n := len(s.eventsOf(v1alpha1.ReasonDatabaseUserRotating, "")); n != 1 {
-		t.Errorf("%d DatabaseUserRotating events for one rotation, want 1", n)
-	}
 }
