@@ -30,6 +30,11 @@ const (
 	// its db-purge runs, are listed without matching the labels of every
 	// object of the kind in its namespace.
 	IndexChildComponent = "glance.openstack.c5c3.io/child-component"
+	// IndexUserSQLUser indexes mariadb-operator Users on the management
+	// cluster by the SQL user they make and the MariaDB they make it on, as
+	// "<MariaDB namespace>/<MariaDB name>/<user>", so a Glance finds another
+	// owner's User of its SQL user without reading every User.
+	IndexUserSQLUser = "glance.openstack.c5c3.io/sql-user"
 	// IndexEndpointSliceService indexes EndpointSlices, on every cluster, by
 	// the Service they belong to.
 	IndexEndpointSliceService = "glance.openstack.c5c3.io/endpointslice-service"

@@ -65,35 +65,53 @@ func exclusiveChild(obj client.Object) bool {
 	return obj.GetLabels()[render.LabelComponent] == componentDatabase
 }
 
-// refuseSharedSQLUsers returns a foreignObjectError when a User that is not
-// g's makes one of users on g's MariaDB: another Glance whose credentials
-// name the same user, say. Users are read from the cache.
-func refuseSharedSQLUsers(ctx context.Context, p *pass, g *v1alpha1.Glance, users ...string) error {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(render.UserGVK.GroupVersion().WithKind(render.UserGVK.Kind + "List"))
-	if err := p.cluster.Client.List(ctx, list, client.InNamespace(g.Namespace)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil
-		}
-		return fmt.Errorf("list Users in %s: %w", g.Namespace, err)
+// userSQLUserIndex is a User's IndexUserSQLUser value.
+func userSQLUserIndex(o client.Object) []string {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return nil
 	}
-	for i := range list.Items {
-		u := &list.Items[i]
-		if ownedBy(u, g) || u.GetDeletionTimestamp() != nil {
-			continue
+	return []string{sqlUserKey(u)}
+}
+
+// sqlUserKey says which SQL user a User makes on which MariaDB:
+// "<namespace>/<MariaDB>/<user>".
+func sqlUserKey(u *unstructured.Unstructured) string {
+	mdb, _, _ := unstructured.NestedString(u.Object, "spec", "mariaDbRef", "name")
+	ns, _, _ := unstructured.NestedString(u.Object, "spec", "mariaDbRef", "namespace")
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "name")
+	if ns == "" {
+		ns = u.GetNamespace()
+	}
+	if name == "" {
+		// mariadb-operator's default: the object's name.
+		name = u.GetName()
+	}
+	return ns + "/" + mdb + "/" + name
+}
+
+// refuseSharedSQLUsers returns a foreignObjectError when a User in g's
+// namespace that is not g's makes one of users on g's MariaDB: another
+// Glance whose credentials name the same user, say. Users are read from the
+// cache, by IndexUserSQLUser where the cache has it.
+func refuseSharedSQLUsers(ctx context.Context, p *pass, g *v1alpha1.Glance, users ...string) error {
+	for _, user := range users {
+		key := g.Namespace + "/" + g.Spec.Database.ClusterRef.Name + "/" + user
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(render.UserGVK.GroupVersion().WithKind(render.UserGVK.Kind + "List"))
+		opts := []client.ListOption{client.InNamespace(g.Namespace)}
+		if p.cluster.IsManagement() && p.r != nil && p.r.usersIndexed {
+			opts = append(opts, client.MatchingFields{v1alpha1.IndexUserSQLUser: key})
 		}
-		mdb, _, _ := unstructured.NestedString(u.Object, "spec", "mariaDbRef", "name")
-		ns, _, _ := unstructured.NestedString(u.Object, "spec", "mariaDbRef", "namespace")
-		name, _, _ := unstructured.NestedString(u.Object, "spec", "name")
-		if name == "" {
-			// mariadb-operator's default: the object's name.
-			name = u.GetName()
+		if err := p.cluster.Client.List(ctx, list, opts...); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil
+			}
+			return fmt.Errorf("list Users in %s: %w", g.Namespace, err)
 		}
-		if mdb != g.Spec.Database.ClusterRef.Name || (ns != "" && ns != g.Namespace) {
-			continue
-		}
-		for _, user := range users {
-			if name == user {
+		for i := range list.Items {
+			u := &list.Items[i]
+			if sqlUserKey(u) == key && !ownedBy(u, g) && u.GetDeletionTimestamp() == nil {
 				return &foreignObjectError{kind: render.UserGVK.Kind, name: u.GetName(), owner: ownerOf(u), sqlUser: user}
 			}
 		}

@@ -62,7 +62,10 @@ type Reconciler struct {
 	// empty means render.DefaultClusterDomain.
 	ClusterDomain string
 
-	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	// usersIndexed says whether the management cluster's cache indexes
+	// Users by IndexUserSQLUser: the User API was served at setup.
+	usersIndexed bool
+	pipeline     *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	paused     *pipeline.Pipeline[*v1alpha1.Glance, *pass]

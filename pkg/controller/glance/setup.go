@@ -133,6 +133,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		b = b.Owns(u)
+		if gvk == render.UserGVK {
+			if err := mgr.GetFieldIndexer().IndexField(ctx, u.DeepCopy(), v1alpha1.IndexUserSQLUser, userSQLUserIndex); err != nil {
+				return err
+			}
+			r.usersIndexed = true
+		}
 	}
 	// The user's Secrets and ConfigMaps are watched in each namespace's
 	// references cache as it starts, and a target's children once it
