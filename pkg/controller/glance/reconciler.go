@@ -66,11 +66,11 @@ type Reconciler struct {
 	// Users by IndexUserSQLUser: the User API was served at setup.
 	usersIndexed bool
 	pipeline     *pipeline.Pipeline[*v1alpha1.Glance, *pass]
-	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
-	refused    *pipeline.Pipeline[*v1alpha1.Glance, *pass]
-	paused     *pipeline.Pipeline[*v1alpha1.Glance, *pass]
-	written    pipeline.WrittenVersions
-	progress   pipeline.Progress
+	unresolved   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	refused      *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	paused       *pipeline.Pipeline[*v1alpha1.Glance, *pass]
+	written      pipeline.WrittenVersions
+	progress     pipeline.Progress
 }
 
 // pass is the state of one reconcile: where the children live and what the
