@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -256,12 +255,9 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		return r.unresolved.Run(ctx, g, &pass{r: r, resolveErr: resolveErr})
 	}
 	if resolveErr != nil {
-		left := strings.Join(targetChildKinds(r.Client.Scheme()), ", ")
-		if g.Spec.Database.ClusterRef != nil {
-			left += ", and the MariaDB Database, User and Grant"
-		}
-		r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventRemoteChildrenAbandoned, "Finalize",
-			"target cluster unavailable (%v): left behind on it in namespace %s, with this Glance's owner labels: %s", resolveErr, g.Namespace, left)
+		// Whoever cleans up the target needs the objects, not their kinds:
+		// the credentials among them above all.
+		r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventRemoteChildrenAbandoned, "Finalize", "%s", abandonNote(g))
 	} else {
 		remaining, err := deleteDatabaseObjects(ctx, cluster, g)
 		if err != nil {
