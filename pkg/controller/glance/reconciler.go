@@ -60,6 +60,10 @@ type Reconciler struct {
 	// ClusterDomain is the cluster DNS domain of the Services' names;
 	// empty means render.DefaultClusterDomain.
 	ClusterDomain string
+	// StaleCacheLimit is how long a cached Glance may stay older than this
+	// manager's last write to it before it is taken as current; zero means
+	// pipeline.DefaultStaleCacheLimit.
+	StaleCacheLimit time.Duration
 
 	pipeline   *pipeline.Pipeline[*v1alpha1.Glance, *pass]
 	unresolved *pipeline.Pipeline[*v1alpha1.Glance, *pass]
@@ -138,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
 	case pipeline.GaveUp:
 		log.FromContext(ctx).Info("Cached Glance stayed older than this manager's last write; taking it as current (resourceVersions went back, as after an etcd restore)",
-			"resourceVersion", g.ResourceVersion, "after", pipeline.StaleCacheLimit)
+			"resourceVersion", g.ResourceVersion, "after", r.written.GiveUpAfter())
 	}
 	result, err := r.reconcile(ctx, g)
 	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {
