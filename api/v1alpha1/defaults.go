@@ -28,11 +28,6 @@ const (
 	DefaultServiceUserDomainName          = "Default"
 	DefaultServiceProjectDomainName       = "Default"
 	DefaultServiceUserPasswordKey         = "password"
-	// ServiceUserUsernameKey is the optional key of the service-user Secret
-	// that names the service user in place of spec.serviceUser.username: a
-	// source that rotates by alternating two Keystone users switches both
-	// keys at once.
-	ServiceUserUsernameKey = "username"
 
 	DefaultUWSGIProcesses     int32 = 2
 	DefaultUWSGIThreads       int32 = 1

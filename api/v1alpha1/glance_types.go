@@ -378,10 +378,10 @@ type CacheSpec struct {
 }
 
 // ServiceUserSpec is the Keystone user glance-api authenticates as.
+// +kubebuilder:validation:XValidation:rule="!has(self.usernameKey) || self.usernameKey != (has(self.secretRef.key) ? self.secretRef.key : 'password')",message="serviceUser.usernameKey must differ from serviceUser.secretRef.key (default \"password\"): the password would be the user's name"
 type ServiceUserSpec struct {
-	// username of the service user. A "username" key in the service-user
-	// Secret takes its place, so a source that rotates by alternating two
-	// Keystone users switches the user and its password at once.
+	// username of the service user, unless usernameKey names a key of the
+	// service-user Secret that holds it.
 	// +optional
 	// +kubebuilder:default=glance
 	// +kubebuilder:validation:MinLength=1
@@ -413,6 +413,18 @@ type ServiceUserSpec struct {
 	// "password").
 	// +required
 	SecretRef SecretKeySelector `json:"secretRef"`
+
+	// usernameKey names the key of the secretRef Secret that holds the
+	// service user's name, in place of username, so that a source rotating
+	// by alternating two Keystone users switches the user and its password
+	// at once (the pods roll once). Unset, no key of the Secret but the
+	// password's is read, whatever else it holds. A Secret that lacks the
+	// key named here is waited for, as a missing password is.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	UsernameKey string `json:"usernameKey,omitempty"`
 }
 
 // APIServerSpec tunes the API server process.

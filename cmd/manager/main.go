@@ -42,6 +42,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace the operator runs in; NetworkPolicies admit its health probes from there (default: $POD_NAMESPACE)")
 	fs.StringVar(&o.DevHealthcheckAddress, "dev-healthcheck-address", "", "DEVELOPMENT ONLY: send every /healthcheck probe to this host:port instead of the Glance's Service, for a manager running outside the cluster")
 	fs.DurationVar(&o.RewindCheckInterval, "rewind-check-interval", pipeline.DefaultRewindCheckInterval, "how often to compare the API server's resourceVersion with the caches'; the manager stops, to be started afresh, when the server went back, as after an etcd restore (0: never)")
+	fs.DurationVar(&o.StaleCacheLimit, "stale-cache-limit", pipeline.DefaultStaleCacheLimit, "how long a controller waits for its cache to catch up with its own last write to a Glance or GlanceBackend before it takes the cached copy as current, as after an etcd restore the rewind check missed (0: the default)")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may finish on SIGTERM")
 	client.Register(fs, startup.Usage{
 		Kubeconfig: "kubeconfig of the management cluster", Calls: "the API calls", LogLevel: "log level: error, info or debug",

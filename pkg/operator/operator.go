@@ -92,6 +92,11 @@ type Options struct {
 	// server's resourceVersion with its caches', and stops when the server
 	// went back (pipeline.RewindCheck); 0 never compares.
 	RewindCheckInterval time.Duration
+	// StaleCacheLimit is how long a controller waits for a cached Glance or
+	// GlanceBackend older than its own last write to it, before it takes
+	// the copy as current (the versions went back without the rewind check
+	// noticing); zero means pipeline.DefaultStaleCacheLimit.
+	StaleCacheLimit time.Duration
 }
 
 // Leader election takes a Lease in the operator's namespace and records its
@@ -121,6 +126,15 @@ const (
 	DefaultRetryPeriod   = 2 * time.Second
 )
 
+// checkStaleCacheLimit refuses a negative --stale-cache-limit, which would
+// take every stale copy as current at once; zero is the default.
+func checkStaleCacheLimit(o Options) error {
+	if o.StaleCacheLimit < 0 {
+		return fmt.Errorf("--stale-cache-limit (%s) must not be negative", o.StaleCacheLimit)
+	}
+	return nil
+}
+
 // leaderElectionTimings are o's timings with the defaults filled in, or why
 // client-go's leader election would refuse them, by their flags' names.
 func leaderElectionTimings(o Options) (lease, renew, retry time.Duration, err error) {
@@ -144,6 +158,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	lease, renew, retry, err := leaderElectionTimings(o)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkStaleCacheLimit(o); err != nil {
 		return nil, err
 	}
 	m := o.Metrics
@@ -239,6 +256,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		ClusterDomain:     o.ClusterDomain,
 		Prober:            prober,
 		Probes:            probes,
+		StaleCacheLimit:   o.StaleCacheLimit,
 	}
 	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("register the field indexes: %w", err)
@@ -248,7 +266,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := glanceReconciler.SetupWithManager(ctx, mgr, references, glanceOpts); err != nil {
 		return nil, fmt.Errorf("set up the Glance controller: %w", err)
 	}
-	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Targets: targets, Metrics: m}
+	backendReconciler := &glancebackend.Reconciler{Client: mgr.GetClient(), Resolver: resolver, Targets: targets, Metrics: m, StaleCacheLimit: o.StaleCacheLimit}
 	if err := backendReconciler.SetupWithManager(mgr, references, opts); err != nil {
 		return nil, fmt.Errorf("set up the GlanceBackend controller: %w", err)
 	}

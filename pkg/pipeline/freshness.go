@@ -13,12 +13,12 @@ import (
 // normally wakes the object first.
 const StaleCacheRetry = time.Second
 
-// StaleCacheLimit bounds how long a cached copy may stay older than this
-// manager's last write before the record is given up. A cache lags by
+// DefaultStaleCacheLimit bounds how long a cached copy may stay older than
+// this manager's last write before the record is given up. A cache lags by
 // milliseconds; a copy still older after a minute means the versions went
 // back, as after an etcd restore, and waiting longer would hold the object
 // until the manager restarts.
-const StaleCacheLimit = time.Minute
+const DefaultStaleCacheLimit = time.Minute
 
 // WrittenVersions remembers the resourceVersion of this manager's last write
 // to each object of a kind. A pass that ran on a cached copy older than that
@@ -28,7 +28,10 @@ const StaleCacheLimit = time.Minute
 // than every earlier write.
 type WrittenVersions struct {
 	// Now is the clock; nil means time.Now.
-	Now      func() time.Time
+	Now func() time.Time
+	// Limit is how long a cached copy may stay older than the last write
+	// before Check gives the record up; zero means DefaultStaleCacheLimit.
+	Limit    time.Duration
 	mu       sync.Mutex
 	versions map[types.NamespacedName]written
 }
@@ -47,7 +50,7 @@ const (
 	// Stale: the copy is older than the last write; wait for the cache.
 	Stale
 	// GaveUp: the copy has been older than the last write for longer than
-	// StaleCacheLimit; the record is dropped and the copy taken as current.
+	// the Limit; the record is dropped and the copy taken as current.
 	// Say so once.
 	GaveUp
 )
@@ -57,6 +60,14 @@ func (w *WrittenVersions) now() time.Time {
 		return time.Now()
 	}
 	return w.Now()
+}
+
+// GiveUpAfter is the Limit in force.
+func (w *WrittenVersions) GiveUpAfter() time.Duration {
+	if w.Limit <= 0 {
+		return DefaultStaleCacheLimit
+	}
+	return w.Limit
 }
 
 // Record remembers rv as the object's newest written version.
@@ -90,7 +101,7 @@ func (w *WrittenVersions) Check(key types.NamespacedName, rv string) Freshness {
 	if cmp, err := resourceversion.CompareResourceVersion(rv, last.rv); err != nil || cmp >= 0 {
 		return Fresh
 	}
-	if w.now().Sub(last.at) > StaleCacheLimit {
+	if w.now().Sub(last.at) > w.GiveUpAfter() {
 		delete(w.versions, key)
 		return GaveUp
 	}

@@ -32,13 +32,27 @@ func TestWrittenVersions(t *testing.T) {
 }
 
 // TestWrittenVersionsGiveUp: after an etcd restore the versions went back
-// for good; the record is given up once, after StaleCacheLimit.
+// for good; the record is given up once, after the limit: the default one,
+// or the manager's.
 func TestWrittenVersionsGiveUp(t *testing.T) {
+	for _, limit := range []time.Duration{0, 5 * time.Second} {
+		t.Run(limit.String(), func(t *testing.T) { testGiveUp(t, limit) })
+	}
+}
+
+func testGiveUp(t *testing.T, limit time.Duration) {
 	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	w := pipeline.WrittenVersions{Now: func() time.Time { return now }}
+	w := pipeline.WrittenVersions{Now: func() time.Time { return now }, Limit: limit}
+	want := limit
+	if limit == 0 {
+		want = pipeline.DefaultStaleCacheLimit
+	}
+	if got := w.GiveUpAfter(); got != want {
+		t.Fatalf("GiveUpAfter() = %s, want %s", got, want)
+	}
 	key := types.NamespacedName{Namespace: "ns", Name: "a"}
 	w.Record(key, "900")
-	now = now.Add(pipeline.StaleCacheLimit)
+	now = now.Add(want)
 	if got := w.Check(key, "12"); got != pipeline.Stale {
 		t.Fatalf("Check at the limit = %v, want Stale", got)
 	}

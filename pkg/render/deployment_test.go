@@ -538,14 +538,11 @@ func TestSecurityContext(t *testing.T) {
 			if m := mount(&c, VolumeTmp); m == nil || m.MountPath != "/tmp" {
 				t.Errorf("%s/%s: no writable /tmp", what, c.Name)
 			}
-			// The env of every container that runs glance code.
-			// The service user is the Secret's when it names one.
-			username := secretEnv("OS_KEYSTONE_AUTHTOKEN__USERNAME", "glance-service-user", "username")
-			username.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
+			// The env of every container that runs glance code: no
+			// service user from the Secret unless the spec names its key.
 			wantEnv := []corev1.EnvVar{
 				secretEnv("OS_DATABASE__CONNECTION", "glance-db-connection", "connection"),
 				secretEnv("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "glance-service-user", "password"),
-				username,
 			}
 			if !reflect.DeepEqual(c.Env, wantEnv) {
 				t.Errorf("%s/%s: env %+v", what, c.Name, c.Env)
@@ -562,6 +559,54 @@ func TestServiceUserPasswordKey(t *testing.T) {
 	if api.Env[1].Name != EnvAuthtokenPassword || ref.Name != "svc" || ref.Key != "pw" {
 		t.Errorf("env %+v", api.Env[1])
 	}
+}
+
+// TestServiceUserUsernameKey: the Secret names the service user only when
+// spec.serviceUser.usernameKey says which key holds it, and then in every
+// container that runs glance code, as a required key: a pod that cannot read
+// it must not start as the config's user.
+func TestServiceUserUsernameKey(t *testing.T) {
+	g := minimalGlance()
+	g.Spec.ImageCache = &v1alpha1.ImageCacheSpec{Size: resource.MustParse("1Gi")}
+	if env := envNamed(mustDeployment(t, g, testFacts()).Spec.Template.Spec.Containers, EnvAuthtokenUsername); len(env) != 0 {
+		t.Fatalf("no usernameKey, yet %s is rendered: %+v", EnvAuthtokenUsername, env)
+	}
+	g.Spec.ServiceUser.UsernameKey = "user"
+	want := secretEnv(EnvAuthtokenUsername, "glance-service-user", "user")
+	d := mustDeployment(t, g, testFacts())
+	j, err := DatabaseJob(g, testFacts(), DBSync, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj, err := DBPurgeCronJob(g, testFacts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, pod := range map[string]corev1.PodSpec{"Deployment": d.Spec.Template.Spec, "db-sync": j.Spec.Template.Spec, "CronJob": cj.Spec.JobTemplate.Spec.Template.Spec} {
+		containers := slices.Concat(pod.InitContainers, pod.Containers)
+		env := envNamed(containers, EnvAuthtokenUsername)
+		if len(env) != len(containers) {
+			t.Errorf("%s: %s in %d of %d containers", what, EnvAuthtokenUsername, len(env), len(containers))
+		}
+		for _, e := range env {
+			if !reflect.DeepEqual(e, want) {
+				t.Errorf("%s: %+v, want %+v", what, e, want)
+			}
+		}
+	}
+}
+
+// envNamed is every env var called name in the containers.
+func envNamed(containers []corev1.Container, name string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, c := range containers {
+		for _, e := range c.Env {
+			if e.Name == name {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }
 
 func TestAPICommand(t *testing.T) {

@@ -151,17 +151,22 @@ func glanceConfigDirArgs() []string {
 }
 
 // glanceEnv is the environment of every container that runs glance code.
-// The service user is the Secret's when it names one (an optional key), or
-// spec.serviceUser.username from the config.
+// The service user is spec.serviceUser.username from the config, unless
+// spec.serviceUser.usernameKey names the Secret's key that holds it: only
+// then does the Secret name the user, so that a key the spec does not ask
+// for (an External Secrets template's "username") changes nothing. The key
+// is required, not optional: the operator waits for it, and a pod that
+// cannot read it must not start as the config's user instead.
 func glanceEnv(g *v1alpha1.Glance) []corev1.EnvVar {
-	ref := g.Spec.ServiceUser.SecretRef
-	username := secretEnv(EnvAuthtokenUsername, ref.Name, v1alpha1.ServiceUserUsernameKey)
-	username.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
-	return []corev1.EnvVar{
+	su := g.Spec.ServiceUser
+	env := []corev1.EnvVar{
 		secretEnv(EnvDatabaseConnection, DBConnectionSecretName(g.Name), DBConnectionKey),
-		secretEnv(EnvAuthtokenPassword, ref.Name, cmp.Or(ref.Key, v1alpha1.DefaultServiceUserPasswordKey)),
-		username,
+		secretEnv(EnvAuthtokenPassword, su.SecretRef.Name, cmp.Or(su.SecretRef.Key, v1alpha1.DefaultServiceUserPasswordKey)),
 	}
+	if su.UsernameKey != "" {
+		env = append(env, secretEnv(EnvAuthtokenUsername, su.SecretRef.Name, su.UsernameKey))
+	}
+	return env
 }
 
 func secretEnv(name, secret, key string) corev1.EnvVar {

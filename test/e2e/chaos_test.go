@@ -608,7 +608,7 @@ func TestChaosEtcdRestore(t *testing.T) {
 
 // etcdRestoreChurn is how many revisions the cluster moves between the
 // backup and the manager's last write: more than the cluster's own writes
-// (leases, kwok's node heartbeats, events) make in StaleCacheLimit and the
+// (leases, kwok's node heartbeats, events) make in DefaultStaleCacheLimit and the
 // test's slack after it.
 const etcdRestoreChurn = 3000
 

@@ -457,9 +457,10 @@ func targetAbandon(t *testing.T, parent *scene) {
 	}
 	s.gone("the Glance", "glance", &v1alpha1.Glance{})
 	e := s.event(corev1.EventTypeWarning, "RemoteChildrenAbandoned")
-	for _, kind := range []string{"Deployment", "Service", "MariaDB Database"} {
-		if !strings.Contains(e.Note, kind) {
-			t.Errorf("RemoteChildrenAbandoned %q does not name the %s left on the target", e.Note, kind)
+	for _, obj := range []string{"Secret/" + s.ns + "/glance-db-connection", "Secret/" + s.ns + "/glance-db-user-a", "Secret/" + s.ns + "/glance-digest-key",
+		"Deployment/" + s.ns + "/glance", "Service/" + s.ns + "/glance", "Database.k8s.mariadb.com/" + s.ns + "/glance"} {
+		if !strings.Contains(e.Note, obj) {
+			t.Errorf("RemoteChildrenAbandoned %q does not name the %s left on the target", e.Note, obj)
 		}
 	}
 }

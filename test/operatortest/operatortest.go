@@ -112,11 +112,11 @@ func StartManager(cfg *rest.Config, o operator.Options) (*Manager, error) {
 			},
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 				count()
-				return c.SubResource(sub).Update(ctx, obj, opts...)
+				return mgr.afterSubResourceWrite(sub, obj, c.SubResource(sub).Update(ctx, obj, opts...))
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 				count()
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				return mgr.afterSubResourceWrite(sub, obj, c.SubResource(sub).Patch(ctx, obj, patch, opts...))
 			},
 		}), nil
 	}
@@ -156,7 +156,27 @@ type Manager struct {
 	// endpointSlices is the stand-in EndpointSlice controller.
 	endpointSlices *endpointSliceStandIn
 	beforePatch    atomic.Pointer[func(context.Context, client.Object)]
+	afterStatus    atomic.Pointer[func(client.Object)]
 	stop           func() error
+}
+
+// AfterStatusWrite makes fn run after each status write the operator sent
+// and the API server took, on the object as the operator reads it back; nil
+// stops it. fn may change that object: what the operator then believes it
+// wrote, for a test to play an API server whose versions went back.
+func (m *Manager) AfterStatusWrite(fn func(obj client.Object)) {
+	if fn == nil {
+		m.afterStatus.Store(nil)
+		return
+	}
+	m.afterStatus.Store(&fn)
+}
+
+func (m *Manager) afterSubResourceWrite(sub string, obj client.Object, err error) error {
+	if fn := m.afterStatus.Load(); fn != nil && err == nil && sub == "status" {
+		(*fn)(obj)
+	}
+	return err
 }
 
 // BeforePatch makes fn run before each patch of an object (not of a

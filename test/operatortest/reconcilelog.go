@@ -2,6 +2,7 @@ package operatortest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -195,5 +196,42 @@ func (l *ReconcileLog) NextPasses(t testing.TB, cl client.Client, controller str
 		}
 		return fmt.Errorf("passes %v", all)
 	}, Every(50*time.Millisecond))
+	return got
+}
+
+// AwaitQuiet waits until the controller has had no reconcile of key for
+// quiet, and returns the last one: what it asked for is the only periodic
+// wake-up pending.
+func (l *ReconcileLog) AwaitQuiet(t testing.TB, controller string, key types.NamespacedName, quiet time.Duration) Pass {
+	t.Helper()
+	var passes []Pass
+	Eventually(t, fmt.Sprintf("%s %s to go quiet for %s", controller, key, quiet), func() error {
+		passes = l.Passes(controller, key)
+		if len(passes) == 0 {
+			return errors.New("no reconcile yet")
+		}
+		if last := passes[len(passes)-1]; last.Ended.IsZero() || time.Since(last.Ended) <= quiet {
+			return fmt.Errorf("passes %v", passes)
+		}
+		return nil
+	}, Every(50*time.Millisecond))
+	return passes[len(passes)-1]
+}
+
+// PassAfter waits until a reconcile of key by the controller that started
+// after from has ended, and returns the first such.
+func (l *ReconcileLog) PassAfter(t testing.TB, controller string, key types.NamespacedName, from time.Time, opts ...PollOption) Pass {
+	t.Helper()
+	var got Pass
+	Eventually(t, fmt.Sprintf("a reconcile of %s %s that started after %s", controller, key, from.Format("15:04:05.000")), func() error {
+		all := l.Passes(controller, key)
+		for _, p := range all {
+			if p.Started.After(from) && !p.Ended.IsZero() {
+				got = p
+				return nil
+			}
+		}
+		return fmt.Errorf("passes %v", all)
+	}, append([]PollOption{Every(50 * time.Millisecond)}, opts...)...)
 	return got
 }

@@ -133,6 +133,9 @@ func (s *Scene) NewGlance(imgs SceneImages, release string) *v1alpha1.Glance {
 	g.Spec.Image = v1alpha1.ImageSpec{Repository: imgs.GlanceRepository, Tag: release}
 	g.Spec.KeystoneEndpoint = s.KeystoneURL()
 	g.Spec.Deployment = &v1alpha1.GlanceDeploymentSpec{Replicas: ptr.To[int32](2)}
+	// The rotation story's source alternates two Keystone users: the
+	// Secret names the user, and the spec says so.
+	g.Spec.ServiceUser.UsernameKey = "username"
 	return g
 }
 
@@ -166,7 +169,7 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 	b.Spec.S3.Bucket = Bucket
 	for _, obj := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DBSecretName, Namespace: ns}, StringData: map[string]string{"username": "glance", "password": DBPassword}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ServiceSecretName, Namespace: ns}, StringData: map[string]string{"password": ServicePassword}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ServiceSecretName, Namespace: ns}, StringData: map[string]string{"username": v1alpha1.DefaultServiceUsername, "password": ServicePassword}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: S3CredentialsSecret, Namespace: ns}, StringData: map[string]string{"access-key-id": "glance", "secret-access-key": "glance/secret+key"}},
 		mariadb, b,
 	} {

@@ -8,7 +8,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,17 +80,6 @@ func targetKinds(c *targetcluster.Cluster) ([]schema.GroupVersionKind, error) {
 		gvks = append(gvks, httpRouteGVK)
 	}
 	return gvks, nil
-}
-
-// targetChildKinds names the kinds of children a Glance has on a target.
-func targetChildKinds(scheme *runtime.Scheme) []string {
-	var kinds []string
-	for _, obj := range targetcluster.OwnedKinds() {
-		if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {
-			kinds = append(kinds, gvk.Kind)
-		}
-	}
-	return append(kinds, httpRouteGVK.Kind)
 }
 
 // deleteTargetChildren deletes the Glance's children on a target cluster,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +60,10 @@ type Reconciler struct {
 	// ClusterDomain is the cluster DNS domain of the Services' names;
 	// empty means render.DefaultClusterDomain.
 	ClusterDomain string
+	// StaleCacheLimit is how long a cached Glance may stay older than this
+	// manager's last write to it before it is taken as current; zero means
+	// pipeline.DefaultStaleCacheLimit.
+	StaleCacheLimit time.Duration
 
 	// usersIndexed says whether the management cluster's cache indexes
 	// Users by IndexUserSQLUser: the User API was served at setup.
@@ -145,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
 	case pipeline.GaveUp:
 		log.FromContext(ctx).Info("Cached Glance stayed older than this manager's last write; taking it as current (resourceVersions went back, as after an etcd restore)",
-			"resourceVersion", g.ResourceVersion, "after", pipeline.StaleCacheLimit)
+			"resourceVersion", g.ResourceVersion, "after", r.written.GiveUpAfter())
 	}
 	result, err := r.reconcile(ctx, g)
 	if controllerutil.ContainsFinalizer(g, Finalizer) || g.DeletionTimestamp.IsZero() {
@@ -262,12 +265,9 @@ func (r *Reconciler) finalize(ctx context.Context, g *v1alpha1.Glance, cluster *
 		return r.unresolved.Run(ctx, g, &pass{r: r, resolveErr: resolveErr})
 	}
 	if resolveErr != nil {
-		left := strings.Join(targetChildKinds(r.Client.Scheme()), ", ")
-		if g.Spec.Database.ClusterRef != nil {
-			left += ", and the MariaDB Database, User and Grant"
-		}
-		r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventRemoteChildrenAbandoned, "Finalize",
-			"target cluster unavailable (%v): left behind on it in namespace %s, with this Glance's owner labels: %s", resolveErr, g.Namespace, left)
+		// Whoever cleans up the target needs the objects, not their kinds:
+		// the credentials among them above all.
+		r.Recorder.Eventf(g, nil, corev1.EventTypeWarning, v1alpha1.EventRemoteChildrenAbandoned, "Finalize", "%s", abandonNote(g))
 	} else {
 		remaining, err := deleteDatabaseObjects(ctx, cluster, g)
 		if err != nil {

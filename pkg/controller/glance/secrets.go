@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,13 +183,20 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	userKey := v1alpha1.DefaultDatabaseUsernameKey
 	dbKey := cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)
 	suKey := cmp.Or(su.Key, v1alpha1.DefaultServiceUserPasswordKey)
+	// The Secret names the service user only when the spec asks for it:
+	// another key it happens to hold changes nothing.
+	suUserKey := g.Spec.ServiceUser.UsernameKey
+	suKeys := []string{suKey}
+	if suUserKey != "" {
+		suKeys = append(suKeys, suUserKey)
+	}
 	shape, err := render.DSN(g, dsnShapeUser, dsnShapePassword)
 	if err != nil {
 		shape = err.Error()
 	}
 	// The digest key enters as the digest of a constant under it: what
 	// tells keys apart without showing one.
-	inputs := strings.Join([]string{dbKey, suKey, shape, strconv.FormatBool(makesDatabaseUsers(g)), keyedDigest(p.digestKey, "credentials")}, "\x00")
+	inputs := strings.Join([]string{dbKey, suKey, suUserKey, shape, strconv.FormatBool(makesDatabaseUsers(g)), keyedDigest(p.digestKey, "credentials")}, "\x00")
 	keys := []client.ObjectKey{{Namespace: g.Namespace, Name: db.Name}, {Namespace: g.Namespace, Name: su.Name}}
 	var dsn, password string
 	c, fresh, err := targetcluster.Derive(ctx, p.cluster, credentialsDerivation(g), inputs, keys, func(reads []targetcluster.SecretRead) (credentials, error) {
@@ -197,7 +205,14 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 		if err != nil {
 			return credentials{}, err
 		}
-		suValues, err := credentialValues(reads[1], &c.serviceUser, suKey)
+		suValues, err := credentialValues(reads[1], &c.serviceUser, suKeys...)
+		if suUserKey != "" {
+			// Say which field asks for it: a key the Secret need not hold
+			// unless the spec names it.
+			if i := slices.Index(c.serviceUser.missing, strconv.Quote(suUserKey)); i >= 0 {
+				c.serviceUser.missing[i] += " (spec.serviceUser.usernameKey)"
+			}
+		}
 		if err != nil || dbValues == nil || suValues == nil {
 			return c, err
 		}
@@ -211,10 +226,10 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 			c.dsnHash = keyedDigest(p.digestKey, dsn)
 		}
 		c.authtokenHash = keyedDigest(p.digestKey, suValues[suKey])
-		if user := reads[1].Secret.Data[v1alpha1.ServiceUserUsernameKey]; len(user) > 0 {
+		if suUserKey != "" {
 			// The pods take the user from the Secret too: a switch to
 			// another user rolls them.
-			c.authtokenHash = keyedDigest(p.digestKey, string(user)+"\x00"+suValues[suKey])
+			c.authtokenHash = keyedDigest(p.digestKey, suValues[suUserKey]+"\x00"+suValues[suKey])
 		}
 		return c, nil
 	})

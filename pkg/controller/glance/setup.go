@@ -62,6 +62,7 @@ import (
 // kept, never its values), so the operator's memory does not grow with
 // unrelated Secrets.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, references *targetcluster.References, opts controller.Options) error {
+	r.written.Limit = r.StaleCacheLimit
 	stages := func(stages []pipeline.Stage[*v1alpha1.Glance, *pass]) *pipeline.Pipeline[*v1alpha1.Glance, *pass] {
 		return &pipeline.Pipeline[*v1alpha1.Glance, *pass]{
 			Stages: stages, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.SubConditions,

@@ -44,6 +44,10 @@ type Reconciler struct {
 	// management cluster only.
 	Targets glance.Targets
 	Metrics *metrics.Metrics
+	// StaleCacheLimit is how long a cached GlanceBackend may stay older
+	// than this manager's last write to it before it is taken as current;
+	// zero means pipeline.DefaultStaleCacheLimit.
+	StaleCacheLimit time.Duration
 
 	pipeline *pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]
 	written  pipeline.WrittenVersions
@@ -86,7 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: pipeline.StaleCacheRetry}, nil
 	case pipeline.GaveUp:
 		log.FromContext(ctx).Info("Cached GlanceBackend stayed older than this manager's last write; taking it as current (resourceVersions went back, as after an etcd restore)",
-			"resourceVersion", b.ResourceVersion, "after", pipeline.StaleCacheLimit)
+			"resourceVersion", b.ResourceVersion, "after", r.written.GiveUpAfter())
 	}
 	p := &pass{}
 	parent := &v1alpha1.Glance{}

@@ -29,6 +29,7 @@ import (
 // SetupWithManager registers the controller. The Glance reconciler must be
 // set up first: it registers the field indexes this controller lists by.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, references *targetcluster.References, opts controller.Options) error {
+	r.written.Limit = r.StaleCacheLimit
 	r.pipeline = &pipeline.Pipeline[*v1alpha1.GlanceBackend, *pass]{
 		Stages: Steps, Aggregate: v1alpha1.ConditionReady, SubConditions: v1alpha1.BackendSubConditions,
 		Metrics: r.Metrics.Reconcile, Status: r.Client.Status(),

@@ -49,6 +49,7 @@ const (
 	msgCacheOneOf        = "exactly one of cache.clusterRef or cache.servers must be set"
 	msgKeystoneURL       = "keystoneEndpoint must be an absolute http or https URL with a host"
 	msgKeystonePublicURL = "keystonePublicEndpoint must be an absolute http or https URL with a host"
+	msgUsernameKey       = `serviceUser.usernameKey must differ from serviceUser.secretRef.key (default "password"): the password would be the user's name`
 	msgKeepAliveTimeout  = "apiServer.uwsgi.httpKeepAliveTimeout requires apiServer.uwsgi.httpKeepAlive"
 	msgHarakiri          = "apiServer.uwsgi.harakiri must be less than deployment.terminationGracePeriodSeconds minus deployment.preStopSleepSeconds, so a stuck request is killed before the pod is"
 	msgPreStop           = "deployment.preStopSleepSeconds must be less than deployment.terminationGracePeriodSeconds"
@@ -143,6 +144,14 @@ func TestCreateValidation(t *testing.T) {
 			want: []violation{cel("spec.keystoneEndpoint", msgKeystoneURL)}},
 		{name: "keystone public endpoint relative", obj: glance("ks-public", set("spec.keystonePublicEndpoint", "/v3")),
 			want: []violation{cel("spec.keystonePublicEndpoint", msgKeystonePublicURL)}},
+		{name: "service user usernameKey", obj: glance("su-userkey", set("spec.serviceUser.usernameKey", "username"))},
+		{name: "service user usernameKey the default password key", obj: glance("su-userkey-pw", set("spec.serviceUser.usernameKey", "password")),
+			want: []violation{cel("spec.serviceUser", msgUsernameKey)}},
+		{name: "service user usernameKey the password key", obj: glance("su-userkey-key", set("spec.serviceUser.secretRef.key", "secret"), set("spec.serviceUser.usernameKey", "secret")),
+			want: []violation{cel("spec.serviceUser", msgUsernameKey)}},
+		{name: "service user usernameKey beside another password key", obj: glance("su-userkey-other", set("spec.serviceUser.secretRef.key", "secret"), set("spec.serviceUser.usernameKey", "password"))},
+		{name: "service user usernameKey empty", obj: glance("su-userkey-empty", set("spec.serviceUser.usernameKey", "''")),
+			want: []violation{frag("spec.serviceUser.usernameKey", "spec.serviceUser.usernameKey in body should be at least 1 chars long")}},
 
 		// Glance: deployment and API server.
 		{name: "keepalive timeout with keepalive off", obj: glance("keepalive-off", set("spec.apiServer", "{uwsgi: {httpKeepAlive: false, httpKeepAliveTimeout: 10}}")),

@@ -340,19 +340,6 @@ func TestRotationRollsThePods(t *testing.T) {
 	s.Eventually("a new db-connection hash", func() bool {
 		return annotations()["glance.c5c3.io/db-connection-hash"] != before["glance.c5c3.io/db-connection-hash"]
 	}, nil)
-
-	// A source that alternates two Keystone users switches the Secret's
-	// username with the same password: the pods roll onto the user.
-	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
-	generation = s.Deployment(nil).Generation
-	rotate("glance-service-user", "username")
-	s.Eventually("a new authtoken hash for the Secret's user", func() bool {
-		return annotations()["glance.c5c3.io/authtoken-hash"] != hash
-	}, nil)
-	s.awaitQuiet(client.ObjectKey{Namespace: s.NS, Name: "glance"})
-	if got := s.Deployment(nil).Generation; got != generation+1 {
-		t.Fatalf("the Deployment went from generation %d to %d on a switch of the service user; want one roll", generation, got)
-	}
 }
 
 // A database password rotation never changes the password of the user the

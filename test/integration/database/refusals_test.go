@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // refuse installs a ValidatingAdmissionPolicy, as another product's
 // admission would, that refuses creating the resource of group in the
-// scene's namespace when expression (CEL over object) holds.
-func (s *scene) refuse(group, resource, expression, message string) {
+// scene's namespace when expression (CEL over object) holds, and waits until
+// the API server enforces it on probe, an object it must refuse.
+func (s *scene) refuse(group, resource, expression, message string, probe client.Object) {
 	s.t.Helper()
 	name := s.NS + "-" + resource
 	policy := &admissionv1.ValidatingAdmissionPolicy{
@@ -52,8 +54,13 @@ func (s *scene) refuse(group, resource, expression, message string) {
 		}
 		s.t.Cleanup(func() { _ = cl.Delete(context.Background(), obj) })
 	}
-	// The API server compiles the policy before it enforces it.
-	time.Sleep(2 * time.Second)
+	// The API server compiles the policy some time after it is created: a
+	// dry run of the probe says when it enforces it, without creating it.
+	probe.SetNamespace(s.NS)
+	s.Eventually("the policy to refuse "+resource, func() bool {
+		err := cl.Create(context.Background(), probe.DeepCopyObject().(client.Object), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), message)
+	}, nil)
 }
 
 // warningsOf lists the notes of the Warning events of reason on the Glance,
@@ -91,15 +98,27 @@ func (s *scene) eventsOf(reason, typ string) []string {
 func TestRefusedCronJobNamesItsCause(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
-	s.refuse("batch", "cronjobs", "true", "cronjobs are not allowed here")
+	s.refuse("batch", "cronjobs", "true", "cronjobs are not allowed here", &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "probe", Image: "probe"}},
+		}}}}},
+	})
 	s.install()
 	c := s.Condition(v1alpha1.ConditionDBPurgeReady, metav1.ConditionFalse, v1alpha1.ReasonDBPurgeCronJobFailed)
 	if !strings.Contains(c.Message, "cronjobs are not allowed here") {
 		t.Errorf("DBPurgeCronJobFailed message %q does not carry the refusal", c.Message)
 	}
 	s.Eventually("a DBPurgeCronJobFailed Warning", func() bool { return len(s.warningsOf(v1alpha1.ReasonDBPurgeCronJobFailed)) > 0 }, nil)
-	// Retries of the same cause announce nothing more.
-	time.Sleep(3 * time.Second)
+	// Passes that meet the same cause announce nothing more: two woken
+	// after the Warning, each of them refused again.
+	for range 2 {
+		for _, p := range reconcileTrace.NextPasses(t, cl, "glance", s.ReadGlance()) {
+			if p.Outcome != operatortest.OutcomeError {
+				t.Fatalf("a pass after the refusal ended %s, want the refusal's error again", p)
+			}
+		}
+	}
 	if notes := s.warningsOf(v1alpha1.ReasonDBPurgeCronJobFailed); len(notes) != 1 || !strings.Contains(notes[0], "cronjobs are not allowed here") {
 		t.Errorf("DBPurgeCronJobFailed Warnings %q, want one with the refusal", notes)
 	}
@@ -112,7 +131,7 @@ func TestRefusedBackendsSecretNamesItsCause(t *testing.T) {
 	t.Parallel()
 	s := newScene(t)
 	s.refuse("", "secrets", `has(object.metadata.labels) && "app.kubernetes.io/component" in object.metadata.labels && object.metadata.labels["app.kubernetes.io/component"] == "backends"`,
-		"backends secrets are not allowed here")
+		"backends secrets are not allowed here", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{"app.kubernetes.io/component": "backends"}}})
 	s.ready(false)
 	s.Glance()
 	c := s.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonBackendsProjectionFailed)

@@ -173,16 +173,7 @@ func TestHistoryKeepsThreeBesidesTheLiveOne(t *testing.T) {
 // pending.
 func (s *scene) awaitQuiet(key types.NamespacedName) operatortest.Pass {
 	s.t.Helper()
-	var passes []operatortest.Pass
-	s.Eventually("the Glance to go quiet", func() bool {
-		passes = reconcileTrace.Passes("glance", key)
-		if len(passes) == 0 {
-			return false
-		}
-		last := passes[len(passes)-1]
-		return !last.Ended.IsZero() && time.Since(last.Ended) > time.Second
-	}, func() string { return fmt.Sprint(passes) })
-	return passes[len(passes)-1]
+	return reconcileTrace.AwaitQuiet(s.t, "glance", key, time.Second)
 }
 
 // checkWokenByEvent checks that the first reconcile after at ran before the

@@ -12,11 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	glancecontroller "github.com/c5c3/glance-operator/pkg/controller/glance"
 	"github.com/c5c3/glance-operator/test/fixtures"
+	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 // stepErrors reads the reconcile error counter of a step.
@@ -155,18 +157,23 @@ func TestSteadyFalseWritesNothing(t *testing.T) {
 		g.Spec.PolicyOverrides = &v1alpha1.PolicyOverridesSpec{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: "glance-policy"}}
 	})
 	first := e.Condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError)
-	// Let the passes the children's creation woke settle.
-	time.Sleep(2 * time.Second)
+	// The passes the children's creation woke are over once none has run
+	// for a second: what is left is the retry the last one asked for.
+	key := types.NamespacedName{Namespace: e.NS, Name: "glance"}
+	last := reconcileTrace.AwaitQuiet(t, "glance", key, time.Second)
+	if last.Outcome != operatortest.OutcomeRequeueAfter || last.After != glancecontroller.SecretsPollInterval {
+		t.Fatalf("the quiet pass ended %s, want a retry after %s", last, glancecontroller.SecretsPollInterval)
+	}
 	before := e.ReadGlance()
-	// One retry of the Config step, 15 s on, and a little more.
-	time.Sleep(glancecontroller.SecretsPollInterval + 3*time.Second)
+	// That retry of the Config step, 15 s on.
+	retry := reconcileTrace.PassAfter(t, "glance", key, last.Ended, operatortest.Within(glancecontroller.SecretsPollInterval+15*time.Second))
 	after := e.ReadGlance()
 	c := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionSecretsReady)
 	if c == nil || c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(&first.LastTransitionTime) {
 		t.Errorf("SecretsReady %+v after a retry; want it False since %v", c, first.LastTransitionTime)
 	}
 	if after.ResourceVersion != before.ResourceVersion {
-		t.Errorf("the Glance was written during a retry that changed nothing (resourceVersion %s to %s)", before.ResourceVersion, after.ResourceVersion)
+		t.Errorf("the Glance was written during a retry that changed nothing (resourceVersion %s to %s; the retry %s)", before.ResourceVersion, after.ResourceVersion, retry)
 	}
 }
 

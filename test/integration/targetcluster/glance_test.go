@@ -3,6 +3,7 @@ package targetcluster
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +14,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -451,40 +454,78 @@ func TestGlanceDeleteWithTargetPresent(t *testing.T) {
 	}
 }
 
+// TestGlanceAbandon: a Glance deleted after its target cluster was
+// deregistered leaves etcd, and the RemoteChildrenAbandoned Warning names
+// every object it left on the target as kind/namespace/name (a pattern where
+// the name is content-addressed), the Secrets holding credentials by name.
 func TestGlanceAbandon(t *testing.T) {
 	s := newGlanceScene(t)
-	s.Credentials("pw")
-	s.glance()
-	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionTrue, v1alpha1.ReasonSecretsAvailable, 30*time.Second)
+	s.running()
+	s.condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected, 30*time.Second)
 	s.deregister()
 	s.condition(v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonTargetClusterUnavailable, 30*time.Second)
 
 	s.deleteGlance()
+	var note string
 	operatortest.Eventually(t, "a RemoteChildrenAbandoned event", func() error {
-		var events eventsv1.EventList
-		if err := mgmtClient.List(t.Context(), &events, client.InNamespace(s.NS)); err != nil {
-			return err
+		e := s.findEvent("RemoteChildrenAbandoned")
+		if e == nil || e.Type != corev1.EventTypeWarning {
+			return fmt.Errorf("none: %+v", e)
 		}
-		for _, e := range events.Items {
-			if e.Reason == "RemoteChildrenAbandoned" && e.Type == corev1.EventTypeWarning {
-				for _, kind := range []string{"Deployment", "Service", "MariaDB Database"} {
-					if !strings.Contains(e.Note, kind) {
-						return fmt.Errorf("the event %q does not name %s", e.Note, kind)
-					}
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("none among %d events", len(events.Items))
+		note = e.Note
+		return nil
 	}, operatortest.Within(10*time.Second))
-	// Left behind: what the Glance made on the target before it went.
-	left := 0
-	for _, k := range childKinds {
-		left += count(t, target.client, k.list(), client.InNamespace(s.NS), s.ownerLabels())
+	for _, name := range []string{"glance-db-connection", "glance-db-user-a", "glance-digest-key"} {
+		if !strings.Contains(note, "Secret/"+s.NS+"/"+name) {
+			t.Errorf("the note does not name the credentials Secret %s/%s: %q", s.NS, name, note)
+		}
 	}
-	if left == 0 {
-		t.Errorf("no child of the Glance left on the target; the abandon path deletes nothing, so some should remain")
+
+	// Left behind: what the Glance made on the target before it went,
+	// every piece of it named in the note.
+	var left []string
+	kinds := append(slices.Clone(childKinds), struct {
+		kind string
+		list func() client.ObjectList
+	}{"PodDisruptionBudget", func() client.ObjectList { return &policyv1.PodDisruptionBudgetList{} }})
+	for _, k := range kinds {
+		list := k.list()
+		count(t, target.client, list, client.InNamespace(s.NS), s.ownerLabels())
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			left = append(left, k.kind+"/"+s.NS+"/"+o.(client.Object).GetName())
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	for _, gvk := range []schema.GroupVersionKind{render.DatabaseGVK, render.UserGVK, render.GrantGVK} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		count(t, target.client, list, client.InNamespace(s.NS), s.ownerLabels())
+		for _, o := range list.Items {
+			left = append(left, gvk.Kind+"."+gvk.Group+"/"+s.NS+"/"+o.GetName())
+		}
+	}
+	if !slices.ContainsFunc(left, func(o string) bool { return strings.HasPrefix(o, "Secret/"+s.NS+"/glance-backends-") }) {
+		t.Errorf("no backends Secret among what is left on the target: %v; the scene should have one", left)
+	}
+	named := namedIn(note)
+	for _, o := range left {
+		if !slices.ContainsFunc(named, func(re *regexp.Regexp) bool { return re.MatchString(o) }) {
+			t.Errorf("%s is left on the target, and the note does not name it: %q", o, note)
+		}
+	}
+}
+
+// namedIn reads the objects a RemoteChildrenAbandoned note names, as
+// patterns: a <placeholder> in a name matches any lowercase name part.
+func namedIn(note string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, m := range regexp.MustCompile(`[A-Za-z0-9.]+/[a-z0-9-]+/[a-z0-9.<>-]+`).FindAllString(note, -1) {
+		re := regexp.MustCompile(`<[a-z-]+>`).ReplaceAllString(regexp.QuoteMeta(m), `[a-z0-9]+`)
+		out = append(out, regexp.MustCompile("^"+re+"$"))
+	}
+	return out
 }
 
 // TestGlanceDeleteDuringTargetOutage: a Glance deleted while its target's API
