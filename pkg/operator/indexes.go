@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
@@ -67,7 +68,10 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 // which every cluster's cache needs: the management cluster's and each
 // target's.
 func registerChildIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &batchv1.Job{}} {
+	// Secrets are cached as metadata only (targetcluster.NewCache).
+	secrets := &metav1.PartialObjectMetadata{}
+	secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, secrets, &batchv1.Job{}} {
 		if err := indexer.IndexField(ctx, obj, v1alpha1.IndexChildComponent, render.ChildComponentIndex); err != nil {
 			return err
 		}

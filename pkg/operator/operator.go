@@ -191,7 +191,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		GracefulShutdownTimeout: &shutdown,
 		NewClient:               o.NewClient,
 		Cache:                   targetcluster.CacheOptions(o.WatchNamespaces),
-		Client:                  targetcluster.ClientOptions(),
+		// Secrets, the operator's own included, are cached as metadata
+		// only: no credential stays in the manager's memory.
+		NewCache: targetcluster.NewCache,
+		Client:   targetcluster.ClientOptions(),
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,10 @@
 package targetcluster
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,8 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/c5c3/glance-operator/pkg/render"
 )
@@ -21,10 +29,12 @@ import (
 // cluster and each target cluster hold the same small set of objects.
 
 // OwnedKinds are the children the operator creates; caches hold only the
-// ones carrying its managed-by label.
+// ones carrying its managed-by label. Secrets are held as metadata only
+// (see NewCache): they carry credentials, which the operator keeps no copy
+// of.
 func OwnedKinds() []client.Object {
 	return []client.Object{
-		&corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
+		metadataOf("Secret"), &corev1.ConfigMap{}, &corev1.Service{},
 		&appsv1.Deployment{}, &policyv1.PodDisruptionBudget{}, &autoscalingv2.HorizontalPodAutoscaler{},
 		&networkingv1.NetworkPolicy{}, &batchv1.Job{}, &batchv1.CronJob{},
 	}
@@ -60,6 +70,88 @@ func CacheOptions(namespaces []string) cache.Options {
 		ByObject:          byObject,
 		DefaultTransform:  cache.TransformStripManagedFields(),
 	}
+}
+
+// NewCache builds a cluster's main cache (CacheOptions), which holds
+// Secrets as metadata only: a typed or unstructured Secret asked of it is
+// refused rather than watched, as that watch would keep the data of every
+// child Secret (a DSN, a database password, S3 keys) in memory. A child
+// Secret's data is read from the API server where the operator must know
+// it.
+func NewCache(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &metadataOnlySecrets{Cache: c, scheme: opts.Scheme}, nil
+}
+
+// metadataOnlySecrets is a cache that serves Secrets as metadata only.
+type metadataOnlySecrets struct {
+	cache.Cache
+	scheme *runtime.Scheme
+}
+
+// ErrSecretData is what a cache of NewCache answers when asked for a
+// Secret's data.
+var ErrSecretData = errors.New("the cache holds Secrets as metadata only: read a Secret as metav1.PartialObjectMetadata, or its data from the API server")
+
+// refuse fails for a Secret or SecretList that is not metadata only.
+func (c *metadataOnlySecrets) refuse(obj runtime.Object) error {
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.scheme)
+	if err != nil {
+		// The cache names the trouble.
+		return nil
+	}
+	return refuseKind(gvk)
+}
+
+func refuseKind(gvk schema.GroupVersionKind) error {
+	if gvk.Group == "" && (gvk.Kind == "Secret" || gvk.Kind == "SecretList") {
+		return fmt.Errorf("%s: %w", gvk.Kind, ErrSecretData)
+	}
+	return nil
+}
+
+func (c *metadataOnlySecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.refuse(obj); err != nil {
+		return err
+	}
+	return c.Cache.Get(ctx, key, obj, opts...)
+}
+
+func (c *metadataOnlySecrets) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.refuse(list); err != nil {
+		return err
+	}
+	return c.Cache.List(ctx, list, opts...)
+}
+
+func (c *metadataOnlySecrets) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	if err := c.refuse(obj); err != nil {
+		return nil, err
+	}
+	return c.Cache.GetInformer(ctx, obj, opts...)
+}
+
+// GetInformerForKind gives the informer of whole objects, so it refuses a
+// Secret.
+func (c *metadataOnlySecrets) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	if err := refuseKind(gvk); err != nil {
+		return nil, err
+	}
+	return c.Cache.GetInformerForKind(ctx, gvk, opts...)
+}
+
+func (c *metadataOnlySecrets) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	if err := c.refuse(obj); err != nil {
+		return err
+	}
+	return c.Cache.IndexField(ctx, obj, field, extract)
 }
 
 // ClientOptions make a cluster's client read the optional APIs' objects

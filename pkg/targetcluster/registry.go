@@ -440,6 +440,7 @@ func (r *Registry) build(rn *run) (*Target, error) {
 			return apiutil.NewDynamicRESTMapper(cfg, &discoveryHTTP)
 		}
 		o.Cache = CacheOptions(r.o.WatchNamespaces)
+		o.NewCache = NewCache
 		o.Client = ClientOptions()
 		o.Cache.DefaultWatchErrorHandler = watchError
 		o.Logger = r.log.WithValues("cluster", rn.name)

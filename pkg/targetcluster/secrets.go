@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -28,7 +29,21 @@ type SecretReader struct {
 
 	mu      sync.Mutex
 	derived map[string]*derivation
+	known   map[knownKey]*knownValue
 	swept   time.Time
+}
+
+// knownKey names what is known of one Secret (Remember).
+type knownKey struct {
+	uid  types.UID
+	what string
+}
+
+// knownValue is what was known of a Secret at one resourceVersion.
+type knownValue struct {
+	resourceVersion string
+	value           any
+	used            time.Time
 }
 
 // derivation is what a Derive kept: no secret value, by Derive's contract.
@@ -157,8 +172,8 @@ func (r *SecretReader) kept(ctx context.Context, id, inputs string, keys []clien
 	return d.value, true
 }
 
-// sweep drops derivations idle for derivationIdle, at most once per
-// derivationIdle; r.mu is held.
+// sweep drops derivations and what is known of Secrets idle for
+// derivationIdle, at most once per derivationIdle; r.mu is held.
 func (r *SecretReader) sweep() {
 	now := time.Now()
 	if now.Sub(r.swept) < derivationIdle {
@@ -170,6 +185,49 @@ func (r *SecretReader) sweep() {
 			delete(r.derived, id)
 		}
 	}
+	for k, v := range r.known {
+		if now.Sub(v.used) > derivationIdle {
+			delete(r.known, k)
+		}
+	}
+}
+
+// Remember keeps v as what of a Secret (a child of the operator's) holds at
+// the uid and resourceVersion of m, for Known: so that what the operator
+// wrote, or read once, need not be read again while the Secret stays as it
+// was. v is kept in memory, so it must hold no user's credential: keyed
+// digests of the values, or what the operator derived from them. An m
+// without uid or resourceVersion (not read from or written to a server) is
+// not kept. A Cluster without references keeps nothing.
+func (c *Cluster) Remember(m metav1.Object, what string, v any) {
+	if c.References == nil || m.GetUID() == "" || m.GetResourceVersion() == "" {
+		return
+	}
+	r := c.References.Secrets
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.known == nil {
+		r.known = map[knownKey]*knownValue{}
+	}
+	r.known[knownKey{uid: m.GetUID(), what: what}] = &knownValue{resourceVersion: m.GetResourceVersion(), value: v, used: time.Now()}
+	r.sweep()
+}
+
+// Known is what Remember kept as what of the Secret at m's uid and
+// resourceVersion; nothing once the Secret changed.
+func (c *Cluster) Known(m metav1.Object, what string) (any, bool) {
+	if c.References == nil {
+		return nil, false
+	}
+	r := c.References.Secrets
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.known[knownKey{uid: m.GetUID(), what: what}]
+	if v == nil || v.resourceVersion != m.GetResourceVersion() {
+		return nil, false
+	}
+	v.used = time.Now()
+	return v.value, true
 }
 
 // version tells two states of a Secret apart: a new resourceVersion, or a

@@ -195,3 +195,40 @@ func TestDeriveWithoutReferencesReadsEachTime(t *testing.T) {
 		t.Fatalf("%d GETs, want 2", w.gets.Load())
 	}
 }
+
+// What is remembered of a Secret holds for the version it was remembered
+// at, and for nothing else: another resourceVersion, uid or name of what
+// is known, or a Cluster without references.
+func TestRememberHoldsForOneVersion(t *testing.T) {
+	w := newSecretWorld(t)
+	at := func(uid, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "child", UID: types.UID(uid), ResourceVersion: rv}}
+	}
+	w.cluster.Remember(at("u1", "1"), "digests", "d1")
+	if v, ok := w.cluster.Known(at("u1", "1"), "digests"); !ok || v != "d1" {
+		t.Fatalf("known %v %v, want d1", v, ok)
+	}
+	for _, tt := range []struct {
+		name string
+		m    *metav1.PartialObjectMetadata
+		what string
+	}{
+		{"a later version", at("u1", "2"), "digests"},
+		{"the Secret made again", at("u2", "1"), "digests"},
+		{"something else of it", at("u1", "1"), "other"},
+	} {
+		if v, ok := w.cluster.Known(tt.m, tt.what); ok {
+			t.Errorf("%s: known %v, want nothing", tt.name, v)
+		}
+	}
+	// Not read from a server: nothing to hold it to.
+	w.cluster.Remember(at("", ""), "digests", "d0")
+	if _, ok := w.cluster.Known(at("", ""), "digests"); ok {
+		t.Error("kept what was remembered of a Secret with no uid")
+	}
+	bare := &targetcluster.Cluster{}
+	bare.Remember(at("u1", "1"), "digests", "d1")
+	if _, ok := bare.Known(at("u1", "1"), "digests"); ok {
+		t.Error("a Cluster without references kept something")
+	}
+}

@@ -133,8 +133,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		if data != nil || len(defaults) != 1 || attempt > 0 {
 			break
 		}
-		var kept corev1.Secret
-		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: d.secretName}, &kept)
+		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: d.secretName}, secretMetadata())
 		if err == nil {
 			break
 		}
@@ -162,12 +161,11 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	// use: the ones the live backends Secret configures, which stay mounted
 	// while this pass's projection is invalid, and this pass's.
 	if live.backendsSecret != "" {
-		var mounted corev1.Secret
-		err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: live.backendsSecret}, &mounted)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get the mounted backends Secret %s: %w", live.backendsSecret, err)
+		mounted, _, err := ReadBackendsSecret(ctx, p.cluster, client.ObjectKey{Namespace: g.Namespace, Name: live.backendsSecret})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("the mounted backends Secret: %w", err)
 		}
-		p.backends.endpoints = append(p.backends.endpoints, render.BackendHosts(string(mounted.Data[BackendsConfKey]))...)
+		p.backends.endpoints = append(p.backends.endpoints, mounted.Hosts...)
 	}
 	for _, b := range rendered {
 		if !slices.Contains(p.backends.endpoints, b.Spec.S3.Host) {
@@ -204,9 +202,12 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	}
 	if data == nil {
 		// A kept derivation: the Secret is there, holding what it names.
-		err = pruneHistory(ctx, p, g, &corev1.SecretList{}, componentBackends, append([]string{name}, live.backendsSecrets...))
+		err = pruneHistory(ctx, p, g, secretMetadataList(), componentBackends, append([]string{name}, live.backendsSecrets...))
 	} else {
-		err = ensureImmutable(ctx, p, g, secret, &corev1.SecretList{}, componentBackends, live.backendsSecrets)
+		err = ensureImmutable(ctx, p, g, secret, secretMetadataList(), componentBackends, live.backendsSecrets)
+		// What the Secret holds, but its credentials, is known from its
+		// creation (a Secret made before has no uid here: not kept).
+		p.cluster.Remember(secret, knownBackends, backendsContent(data[BackendsConfKey]))
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -219,6 +220,60 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 	pipeline.SetCondition(g, v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected,
 		fmt.Sprintf("projected %s (default %s) into Secret %s%s", strings.Join(names, ", "), defaults[0], name, notes))
 	return ctrl.Result{}, nil
+}
+
+// BackendsSecretContent is what the operator reads of a backends Secret:
+// its store sections and S3 hosts, never its credentials.
+type BackendsSecretContent struct {
+	Sections, Hosts []string
+}
+
+// knownBackends names BackendsSecretContent in
+// targetcluster.Cluster.Known.
+const knownBackends = "backends"
+
+// ReadBackendsSecret returns what the backends Secret key holds; found is
+// false when it does not exist. The caches hold its metadata only: its
+// data is read from the API server once per version of it (the Secret is
+// immutable, so once), and only the sections and hosts are kept.
+func ReadBackendsSecret(ctx context.Context, c *targetcluster.Cluster, key client.ObjectKey) (content BackendsSecretContent, found bool, _ error) {
+	m := secretMetadata()
+	switch err := c.Client.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		return BackendsSecretContent{}, false, nil
+	case err != nil:
+		return BackendsSecretContent{}, false, fmt.Errorf("get Secret %s: %w", key.Name, err)
+	}
+	if v, ok := c.Known(m, knownBackends); ok {
+		return v.(BackendsSecretContent), true, nil
+	}
+	var s corev1.Secret
+	switch err := c.Reader.Get(ctx, key, &s); {
+	case apierrors.IsNotFound(err):
+		return BackendsSecretContent{}, false, nil
+	case err != nil:
+		return BackendsSecretContent{}, false, fmt.Errorf("get Secret %s: %w", key.Name, err)
+	}
+	content = backendsContent(string(s.Data[BackendsConfKey]))
+	c.Remember(&s, knownBackends, content)
+	return content, true, nil
+}
+
+// backendsContent is what backends.conf holds but its credentials. Each
+// string is a copy: a substring would keep the whole file, credentials
+// included, in memory for as long as the content is kept.
+func backendsContent(conf string) BackendsSecretContent {
+	var content BackendsSecretContent
+	for _, line := range strings.Split(conf, "\n") {
+		line = strings.TrimSpace(line)
+		if len(line) > 2 && line[0] == '[' && line[len(line)-1] == ']' {
+			content.Sections = append(content.Sections, strings.Clone(line[1:len(line)-1]))
+		}
+	}
+	for _, host := range render.BackendHosts(conf) {
+		content.Hosts = append(content.Hosts, strings.Clone(host))
+	}
+	return content
 }
 
 // renderableSpec says why a backend's spec cannot be rendered, before its

@@ -2,11 +2,13 @@ package glance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -42,26 +44,164 @@ func childLabels(g *v1alpha1.Glance, component string) map[string]string {
 
 // ensureImmutable creates a content-addressed, immutable child of component
 // unless it exists (equal names mean equal content), then prunes the
-// component's history, of list's kind, keeping it and those in use.
+// component's history, of list's kind, keeping it and those in use. A
+// Secret's history is listed as metadata (pass a
+// metav1.PartialObjectMetadataList of Secrets). obj holds what the server
+// answered when this call created it.
 func ensureImmutable(ctx context.Context, p *pass, g *v1alpha1.Glance, obj client.Object, list client.ObjectList, component string, inUse []string) error {
-	if _, err := getOrCreate(ctx, p, g, obj, obj.DeepCopyObject().(client.Object)); err != nil {
+	if _, err := getOrCreate(ctx, p, g, obj, cachedForm(obj), nil); err != nil {
 		return err
 	}
 	return pruneHistory(ctx, p, g, list, component, append([]string{obj.GetName()}, inUse...))
 }
 
-// ensureSecret makes the named Secret hold exactly data, writing only when
-// something differs.
-func ensureSecret(ctx context.Context, p *pass, g *v1alpha1.Glance, name, component string, data map[string][]byte) error {
-	desired := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, component)},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       data,
+// cachedForm is an empty object of obj's kind as the caches hold it: a
+// Secret's metadata (targetcluster.NewCache), or obj's own type.
+func cachedForm(obj client.Object) client.Object {
+	if _, ok := obj.(*corev1.Secret); ok {
+		return secretMetadata()
 	}
-	existing := &corev1.Secret{}
-	return applyChild(ctx, p, g, desired, existing, func() bool {
-		return existing.Type == desired.Type && equality.Semantic.DeepEqual(existing.Data, desired.Data)
-	}, func() { existing.Type, existing.Data = desired.Type, desired.Data })
+	return obj.DeepCopyObject().(client.Object)
+}
+
+// secretMetadata is an empty Secret to read as metadata, as the caches
+// hold Secrets.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	return metadataOf("", "v1", "Secret")
+}
+
+// secretMetadataList is an empty list of Secrets to read as metadata.
+func secretMetadataList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	return l
+}
+
+// AnnotationDataHash is the keyed digest (under the Glance's digest key)
+// of the data of a child Secret ensureSecret writes: what tells, from the
+// cached metadata, whether it holds what a pass would write.
+const AnnotationDataHash = "glance.openstack.c5c3.io/data-hash"
+
+// secretData is the desired data of a child Secret: the keyed digest of
+// each value, which decides whether to write, and the values, made only
+// for a write, as making them may read credentials from the API server.
+type secretData struct {
+	digests map[string]string
+	values  func(context.Context) (map[string][]byte, error)
+}
+
+// knownDigests names, in targetcluster.Cluster.Known, the keyed digests of
+// each value a child Secret holds under the digest key whose fingerprint
+// follows.
+const knownDigests = "digests/"
+
+// ensureSecret makes the named Secret hold exactly the data of want,
+// writing only when something differs. It decides without the values: the
+// Secret's AnnotationDataHash against the digest of want, and, for a
+// version of the Secret the operator neither wrote nor read before, the
+// digests of what it holds, read once from the API server (which catches a
+// value edited by hand). The values are made only for a write, and the
+// operator keeps only their digests.
+func ensureSecret(ctx context.Context, p *pass, g *v1alpha1.Glance, name, component string, want secretData) error {
+	hash := secretDigest(p.digestKey, want.digests)
+	desired := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: g.Namespace, Labels: childLabels(g, component),
+			Annotations: map[string]string{AnnotationDataHash: hash},
+		},
+		Type: corev1.SecretTypeOpaque,
+	}
+	existing := secretMetadata()
+	var readErr error
+	wrote := false
+	err := applyChild(ctx, p, g, desired, existing, func() bool {
+		if existing.Annotations[AnnotationDataHash] != hash {
+			// Another Secret's data, or one of an earlier operator's, which
+			// is written to carry the annotation: no need to read it.
+			return false
+		}
+		held, err := childDigests(ctx, p, existing)
+		readErr = err
+		return err == nil && secretDigest(p.digestKey, held) == hash
+	}, func() error {
+		if readErr != nil {
+			return readErr
+		}
+		values, err := want.values(ctx)
+		if err != nil {
+			return err
+		}
+		if valuesDigest(p.digestKey, values) != hash {
+			// What was read to write differs from what the pass decided
+			// on: the credentials changed since, and their watch event
+			// brings the next pass.
+			return errCredentialsChanged
+		}
+		desired.Data, wrote = values, true
+		return nil
+	})
+	if err == nil && wrote {
+		// existing is what the write answered: the version that holds
+		// want, which need not be read.
+		p.cluster.Remember(existing, knownDigests+keyFingerprint(p.digestKey), want.digests)
+	}
+	return err
+}
+
+// errCredentialsChanged is why a pass stops that found the credentials
+// changed while it ran; their watch event brings the next pass.
+var errCredentialsChanged = errors.New("the database credentials changed during the pass")
+
+// childDigests are the keyed digests of each value the child Secret m (its
+// cached metadata) holds: known from the operator's own write or an
+// earlier read of the same version, else read from the API server, which
+// are kept and the values not. A Secret gone since holds nothing.
+func childDigests(ctx context.Context, p *pass, m *metav1.PartialObjectMetadata) (map[string]string, error) {
+	what := knownDigests + keyFingerprint(p.digestKey)
+	if v, ok := p.cluster.Known(m, what); ok {
+		return v.(map[string]string), nil
+	}
+	var s corev1.Secret
+	err := p.cluster.Reader.Get(ctx, client.ObjectKeyFromObject(m), &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get Secret %s: %w", m.Name, err)
+	}
+	digests := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		digests[k] = keyedDigest(p.digestKey, string(v))
+	}
+	p.cluster.Remember(&s, what, digests)
+	return digests, nil
+}
+
+// secretDigest is the keyed digest of a Secret's data given the keyed
+// digest of each value: what AnnotationDataHash holds.
+func secretDigest(key []byte, digests map[string]string) string {
+	keys := slices.Sorted(maps.Keys(digests))
+	var b strings.Builder
+	for _, k := range keys {
+		// Length prefixes keep the keys and digests apart.
+		fmt.Fprintf(&b, "%d:%s%d:%s", len(k), k, len(digests[k]), digests[k])
+	}
+	return keyedDigest(key, b.String())
+}
+
+// valuesDigest is secretDigest of the values.
+func valuesDigest(key []byte, values map[string][]byte) string {
+	digests := make(map[string]string, len(values))
+	for k, v := range values {
+		digests[k] = keyedDigest(key, string(v))
+	}
+	return secretDigest(key, digests)
+}
+
+// keyFingerprint tells digest keys apart without showing one: what is
+// known under one key is not compared with digests under another.
+func keyFingerprint(key []byte) string {
+	return keyedDigest(key, "fingerprint")[:16]
 }
 
 // liveNames are the config ConfigMap and backends Secret the Deployment runs

@@ -1,7 +1,9 @@
 package glance
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -131,7 +133,7 @@ func TestEnsureImmutable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newApplyScene(t, "", tt.existing...)
-			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new"), &corev1.SecretList{}, componentBackends, nil); err != nil {
+			if err := ensureImmutable(context.Background(), s.p, s.g, secret("new"), secretMetadataList(), componentBackends, nil); err != nil {
 				t.Fatal(err)
 			}
 			s.writes.expect(t, tt.creates, 0)
@@ -149,13 +151,22 @@ func TestEnsureImmutable(t *testing.T) {
 	}
 }
 
-// TestEnsureSecretIsStable: the Secret is written when its data or type
-// differ, not when a pass renders the same again.
+// TestEnsureSecretIsStable: the Secret is written when its data differ,
+// not when a pass renders the same again; the values are made only for a
+// write, and a value edited by hand is noticed and written back.
 func TestEnsureSecretIsStable(t *testing.T) {
 	s := newApplyScene(t, "")
+	s.p.digestKey = bytes.Repeat([]byte{7}, digestKeySize)
+	made := 0
 	ensure := func(value string) {
 		t.Helper()
-		if err := ensureSecret(context.Background(), s.p, s.g, "glance-db-connection", componentDatabase, map[string][]byte{ConnectionKey: []byte(value)}); err != nil {
+		want := fixedData(s.p, map[string][]byte{ConnectionKey: []byte(value)})
+		values := want.values
+		want.values = func(ctx context.Context) (map[string][]byte, error) {
+			made++
+			return values(ctx)
+		}
+		if err := ensureSecret(context.Background(), s.p, s.g, "glance-db-connection", componentDatabase, want); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -163,6 +174,9 @@ func TestEnsureSecretIsStable(t *testing.T) {
 	s.writes.expect(t, 1, 0)
 	ensure("a")
 	s.writes.expect(t, 1, 0)
+	if made != 1 {
+		t.Errorf("the values were made %d times for one write", made)
+	}
 	ensure("b")
 	s.writes.expect(t, 1, 1)
 
@@ -170,8 +184,10 @@ func TestEnsureSecretIsStable(t *testing.T) {
 	if err := s.server.Get(context.Background(), client.ObjectKey{Namespace: "openstack", Name: "glance-db-connection"}, got); err != nil {
 		t.Fatal(err)
 	}
-	got.Type = "example.com/other"
-	got.Data[ConnectionKey] = []byte("b")
+	if hash := got.Annotations[AnnotationDataHash]; hash == "" || hash == valuesDigest(nil, got.Data) {
+		t.Errorf("data-hash annotation %q, want the digest under the Glance's key", hash)
+	}
+	got.Data[ConnectionKey] = []byte("edited")
 	if err := s.server.Update(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +199,31 @@ func TestEnsureSecretIsStable(t *testing.T) {
 	if got.Type != corev1.SecretTypeOpaque || string(got.Data[ConnectionKey]) != "b" {
 		t.Errorf("Secret %s %q, want Opaque holding b", got.Type, got.Data[ConnectionKey])
 	}
+}
+
+// Values that are not what the pass decided on (credentials changed while
+// it ran) are not written.
+func TestEnsureSecretRefusesValuesOffTheirDigest(t *testing.T) {
+	s := newApplyScene(t, "")
+	want := fixedData(s.p, map[string][]byte{ConnectionKey: []byte("decided")})
+	want.values = func(context.Context) (map[string][]byte, error) {
+		return map[string][]byte{ConnectionKey: []byte("read later")}, nil
+	}
+	err := ensureSecret(context.Background(), s.p, s.g, "glance-db-connection", componentDatabase, want)
+	if !errors.Is(err, errCredentialsChanged) {
+		t.Fatalf("error %v, want errCredentialsChanged", err)
+	}
+	s.writes.expect(t, 0, 0)
+}
+
+// fixedData is what ensureSecret is to write: data, digested under the
+// pass's key.
+func fixedData(p *pass, data map[string][]byte) secretData {
+	digests := map[string]string{}
+	for k, v := range data {
+		digests[k] = keyedDigest(p.digestKey, string(v))
+	}
+	return secretData{digests: digests, values: func(context.Context) (map[string][]byte, error) { return data, nil }}
 }
 
 func TestReadLiveNames(t *testing.T) {

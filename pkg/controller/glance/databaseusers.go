@@ -1,6 +1,7 @@
 package glance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -22,22 +23,20 @@ import (
 // database user slot its DSN connects as.
 const SlotKey = "slot"
 
-// slotObjects is what exists of a database user slot.
+// slotObjects is what exists of a database user slot. The slot's Secret
+// is its metadata: its values are read from the API server, and only
+// where the operator must know one.
 type slotObjects struct {
-	secret      *corev1.Secret
+	secret      *metav1.PartialObjectMetadata
 	user, grant *unstructured.Unstructured
 }
 
 func (o slotObjects) exists() bool { return o.secret != nil || o.user != nil || o.grant != nil }
 
-// username is the slot's SQL user: its Secret's, or, for slot A of a
-// Glance from before the slots, its User's; the credentials' user of the
-// slot when it has neither yet.
+// username is the slot's SQL user, for a message: its User's, or the
+// credentials' user of the slot when it has none.
 func (o slotObjects) username(p *pass, s database.Slot) string {
-	switch {
-	case o.secret != nil:
-		return string(o.secret.Data[render.DatabaseUserUsernameKey])
-	case o.user != nil:
+	if o.user != nil {
 		if name, _, _ := unstructured.NestedString(o.user.Object, "spec", "name"); name != "" {
 			return name
 		}
@@ -49,9 +48,11 @@ func (o slotObjects) username(p *pass, s database.Slot) string {
 // static credentials alternates between (database.Slot): a new password in
 // the credentials Secret goes to the slot the pods do not connect as; the
 // DSN names that slot once its user is Ready, and the other slot's user is
-// dropped once no pod or Job connects as it. It leaves the DSN in p.dsn and
-// its slot in p.dbSlot. Brownfield databases and Dynamic credentials have
-// one user, the credentials Secret's, and leave both empty. The
+// dropped once no pod or Job connects as it. It leaves the DSN's slot in
+// p.dbSlot, its user in p.dbUser and its keyed digest in p.dsnHash; the
+// DSN itself is made only for a write of the connection Secret
+// (connectionDSN). Brownfield databases and Dynamic credentials have one
+// user, the credentials Secret's, and leave them empty. The
 // DBConnectionSecret step runs it, as the slot decides the DSN.
 func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	if !makesDatabaseUsers(g) || p.credentials.dsnError != "" {
@@ -65,24 +66,26 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 		return err
 	}
 	slots := map[database.Slot]slotObjects{}
+	states := map[database.Slot]database.SlotState{}
 	for _, s := range []database.Slot{database.SlotA, database.SlotB} {
 		o, err := readSlot(ctx, g, p, s)
 		if err != nil {
 			return err
 		}
 		slots[s] = o
+		if states[s], err = slotState(ctx, g, p, s, o); err != nil {
+			return err
+		}
 	}
-	var live corev1.Secret
-	if err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: render.DBConnectionSecretName(g.Name)}, &live); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get Secret %s: %w", render.DBConnectionSecretName(g.Name), err)
+	liveSlot, liveHash, err := liveConnection(ctx, g, p)
+	if err != nil {
+		return err
 	}
-	obs := database.UsersObservation{Active: database.Slot(live.Data[SlotKey])}
-	obs.A, obs.B = slotState(g, p, database.SlotA, slots[database.SlotA]), slotState(g, p, database.SlotB, slots[database.SlotB])
+	obs := database.UsersObservation{Active: liveSlot, A: states[database.SlotA], B: states[database.SlotB]}
 	var unsettled string
 	if other := obs.Active.Other(); obs.Active != "" && slots[other].exists() {
 		// Only the other slot's drop waits for the pods to settle: most
 		// passes have no other slot, and read no Deployment or Job here.
-		liveHash := keyedDigest(p.digestKey, string(live.Data[ConnectionKey]))
 		var recheck time.Duration
 		var err error
 		if unsettled, recheck, err = usersUnsettled(ctx, g, p, liveHash); err != nil {
@@ -112,41 +115,143 @@ func ensureDatabaseUsers(ctx context.Context, g *v1alpha1.Glance, p *pass) error
 			return err
 		}
 	}
-	// The DSN is the active slot's user as its Secret holds it: one of an
-	// older password, or an older user name, until the pods roll off it.
-	user, password := slots[plan.Active].username(p, plan.Active), ""
-	if active := slots[plan.Active]; active.secret != nil {
-		password = string(active.secret.Data[render.DatabaseUserPasswordKey])
-	}
 	if plan.Provision != "" {
-		written, err := provisionSlot(ctx, g, p, plan.Provision, slots[plan.Provision], plan.Provision != plan.Active)
-		if err != nil {
+		if err := provisionSlot(ctx, g, p, plan.Provision, slots[plan.Provision], states[plan.Provision].Current, plan.Provision != plan.Active); err != nil {
 			return err
-		}
-		if plan.Provision == plan.Active {
-			user, password = plan.Active.Username(p.credentials.username), written
 		}
 	}
-	if password == "" {
-		var err error
-		if password, err = readDBPassword(ctx, g, p); err != nil {
-			return err
-		}
+	// The DSN is the active slot's user as its Secret holds it: one of an
+	// older password, or an older user name, until the pods roll onto the
+	// other slot. Where it holds the credentials' (the steady state), the
+	// DSN's digest was derived with them and nothing is read.
+	active := plan.Active
+	p.dbSlot, p.dbSlotCurrent = active, plan.Provision == active || states[active].Current
+	if p.dbSlotCurrent {
+		p.dbUser, p.dsnHash = active.Username(p.credentials.username), p.credentials.slotDSNHash(active)
+	} else if err := olderDSN(ctx, g, p, active, slots[active]); err != nil {
+		return err
 	}
 	if plan.Active != obs.Active && obs.Active != "" {
 		announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseUserSwitched, "Rotate",
 			"The pods roll onto database user %s (slot %s), Ready with the new password; user %s is dropped once no pod connects as it",
-			user, plan.Active, slots[obs.Active].username(p, obs.Active))
+			p.dbUser, plan.Active, slots[obs.Active].username(p, obs.Active))
 	}
+	return nil
+}
+
+// liveConnection is what the {name}-db-connection Secret holds, as
+// digests: the slot it names (empty for none, or no Secret) and the keyed
+// digest of its DSN.
+func liveConnection(ctx context.Context, g *v1alpha1.Glance, p *pass) (database.Slot, string, error) {
+	name := render.DBConnectionSecretName(g.Name)
+	m := secretMetadata()
+	switch err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: name}, m); {
+	case apierrors.IsNotFound(err):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("get Secret %s: %w", name, err)
+	case !ownedBy(m, g):
+		// Another's, which is not read: writing it is refused.
+		return "", "", nil
+	}
+	held, err := childDigests(ctx, p, m)
+	if err != nil {
+		return "", "", err
+	}
+	var slot database.Slot
+	for _, s := range []database.Slot{database.SlotA, database.SlotB} {
+		if held[SlotKey] == keyedDigest(p.digestKey, string(s)) {
+			slot = s
+		}
+	}
+	return slot, held[ConnectionKey], nil
+}
+
+// olderDSN sets p.dbUser and p.dsnHash for an active slot that does not
+// hold the credentials' password for its user: from its Secret, read from
+// the API server (which also leaves the DSN in p.dsn), or known from an
+// earlier read of the same version of it. A slot without a Secret (a
+// Glance's User from before the slots) connects as its User's user with
+// the credentials' password.
+func olderDSN(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects) error {
+	if o.secret == nil {
+		password, err := readDBPassword(ctx, g, p)
+		if err != nil {
+			return err
+		}
+		return p.setDSN(g, o.username(p, s), password)
+	}
+	// Known under this spec's DSN and this digest key only.
+	what := "dsn/" + keyFingerprint(p.digestKey) + "/" + dsnShape(g)
+	if v, ok := p.cluster.Known(o.secret, what); ok {
+		known := v.(slotDSN)
+		p.dbUser, p.dsnHash = known.user, known.hash
+		return nil
+	}
+	var secret corev1.Secret
+	if err := p.cluster.Reader.Get(ctx, client.ObjectKeyFromObject(o.secret), &secret); err != nil {
+		return fmt.Errorf("get Secret %s: %w", o.secret.Name, err)
+	}
+	user := string(secret.Data[render.DatabaseUserUsernameKey])
+	if user == "" {
+		user = o.username(p, s)
+	}
+	if err := p.setDSN(g, user, string(secret.Data[render.DatabaseUserPasswordKey])); err != nil {
+		return err
+	}
+	p.cluster.Remember(&secret, what, slotDSN{user: p.dbUser, hash: p.dsnHash})
+	return nil
+}
+
+// slotDSN is what olderDSN keeps of a slot's Secret: the user, and the
+// keyed digest of the DSN it makes; never the password.
+type slotDSN struct{ user, hash string }
+
+// setDSN makes the DSN of user and password the pass's.
+func (p *pass) setDSN(g *v1alpha1.Glance, user, password string) error {
 	dsn, err := render.DSN(g, user, password)
 	if err != nil {
 		// The Secrets step read the same spec into a DSN; only the user
 		// differs, which the DSN escapes.
-		return fmt.Errorf("the database connection of user slot %s: %w", plan.Active, err)
+		return fmt.Errorf("the database connection of user slot %s: %w", p.dbSlot, err)
 	}
-	p.dsn, p.dbSlot, p.dbUser = dsn, plan.Active, user
-	p.credentials.dsnHash = keyedDigest(p.digestKey, dsn)
+	p.dbUser, p.dsn, p.dsnHash = user, dsn, keyedDigest(p.digestKey, dsn)
 	return nil
+}
+
+// connectionDSN is the DSN of the connection Secret, for a write of it:
+// known to a pass that read what it is made of, read again otherwise (the
+// credentials, or the active slot's Secret), and checked against the
+// digest the pass decided on.
+func connectionDSN(ctx context.Context, g *v1alpha1.Glance, p *pass) (string, error) {
+	if p.dsn == "" {
+		hash := p.dsnHash
+		switch {
+		case p.dbSlot == "" || p.dbSlotCurrent:
+			password, err := readDBPassword(ctx, g, p)
+			if err != nil {
+				return "", err
+			}
+			user := cmp.Or(p.dbUser, p.credentials.username)
+			if p.dsn, err = render.DSN(g, user, password); err != nil {
+				return "", err
+			}
+		default:
+			m := secretMetadata()
+			// No uid: nothing known of it stands in for the read.
+			m.Namespace, m.Name = g.Namespace, render.DatabaseUserSecretName(g.Name, p.dbSlot)
+			if err := olderDSN(ctx, g, p, p.dbSlot, slotObjects{secret: m}); err != nil {
+				return "", err
+			}
+			if p.dsnHash != hash {
+				return "", errCredentialsChanged
+			}
+		}
+	}
+	if keyedDigest(p.digestKey, p.dsn) != p.dsnHash {
+		return "", errCredentialsChanged
+	}
+	return p.dsn, nil
 }
 
 // makesDatabaseUsers reports whether the operator makes g's database users:
@@ -159,7 +264,7 @@ func makesDatabaseUsers(g *v1alpha1.Glance) bool {
 // a foreignObjectError.
 func readSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot) (slotObjects, error) {
 	var o slotObjects
-	secret := &corev1.Secret{}
+	secret := secretMetadata()
 	switch err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: g.Namespace, Name: render.DatabaseUserSecretName(g.Name, s)}, secret); {
 	case err == nil:
 		o.secret = secret
@@ -192,12 +297,17 @@ func readSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot)
 // when its Secret holds the credentials Secret's password for the slot's
 // user; slot A's User of an operator that made one user follows the
 // credentials Secret itself, so it holds it too.
-func slotState(g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects) database.SlotState {
+func slotState(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects) (database.SlotState, error) {
 	st := database.SlotState{Exists: o.exists()}
 	user := s.Username(p.credentials.username)
 	switch {
 	case o.secret != nil:
-		st.Current = slotSecretCurrent(p, s, o.secret)
+		held, err := childDigests(ctx, p, o.secret)
+		if err != nil {
+			return st, err
+		}
+		st.Current = held[render.DatabaseUserUsernameKey] == keyedDigest(p.digestKey, user) &&
+			held[render.DatabaseUserPasswordKey] == p.credentials.dbPasswordHash
 	case o.user != nil:
 		name, _, _ := unstructured.NestedString(o.user.Object, "spec", "name")
 		ref, _, _ := unstructured.NestedString(o.user.Object, "spec", "passwordSecretKeyRef", "name")
@@ -208,73 +318,66 @@ func slotState(g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects) data
 		gs, _, _ := readyCondition(o.grant)
 		st.Ready = us == string(metav1.ConditionTrue) && gs == string(metav1.ConditionTrue)
 	}
-	return st
+	return st, nil
 }
 
 // provisionSlot makes the slot's Secret hold the credentials Secret's user
-// and password, and, for a slot the DSN does not name yet, applies its User
-// and Grant (the Database step applies the active slot's). It returns the
-// password.
-func provisionSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects, standby bool) (string, error) {
-	password, err := writeSlotSecret(ctx, g, p, s, o, standby)
-	if err != nil || !standby {
-		return password, err
+// and password, unless it holds them (current), and, for a slot the DSN
+// does not name yet, applies its User and Grant (the Database step applies
+// the active slot's).
+func provisionSlot(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects, current, standby bool) error {
+	if o.secret == nil || !current {
+		if standby && o.secret == nil {
+			announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseUserCreating, "Rotate",
+				"The database password changed: making database user %s (slot %s) with it, for the pods to roll onto once it is Ready",
+				s.Username(p.credentials.username), s)
+		}
+		user := s.Username(p.credentials.username)
+		if err := ensureSecret(ctx, p, g, render.DatabaseUserSecretName(g.Name, s), componentDatabase, secretData{
+			digests: map[string]string{
+				render.DatabaseUserUsernameKey: keyedDigest(p.digestKey, user),
+				render.DatabaseUserPasswordKey: p.credentials.dbPasswordHash,
+			},
+			values: func(ctx context.Context) (map[string][]byte, error) {
+				password, err := readDBPassword(ctx, g, p)
+				if err != nil {
+					return nil, err
+				}
+				return map[string][]byte{render.DatabaseUserUsernameKey: []byte(user), render.DatabaseUserPasswordKey: []byte(password)}, nil
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	if !standby {
+		return nil
 	}
 	for _, obj := range render.DatabaseUserObjects(g, s, s.Username(p.credentials.username)) {
 		if _, err := applyDatabaseObject(ctx, p, g, obj); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return password, nil
-}
-
-// writeSlotSecret makes the slot's Secret hold the credentials Secret's
-// user and password, and returns the password.
-func writeSlotSecret(ctx context.Context, g *v1alpha1.Glance, p *pass, s database.Slot, o slotObjects, standby bool) (string, error) {
-	if o.secret != nil && slotSecretCurrent(p, s, o.secret) {
-		return string(o.secret.Data[render.DatabaseUserPasswordKey]), nil
-	}
-	password, err := readDBPassword(ctx, g, p)
-	if err != nil {
-		return "", err
-	}
-	if standby && o.secret == nil {
-		announce(ctx, p, g, nil, corev1.EventTypeNormal, v1alpha1.EventDatabaseUserCreating, "Rotate",
-			"The database password changed: making database user %s (slot %s) with it, for the pods to roll onto once it is Ready",
-			s.Username(p.credentials.username), s)
-	}
-	data := map[string][]byte{
-		render.DatabaseUserUsernameKey: []byte(s.Username(p.credentials.username)),
-		render.DatabaseUserPasswordKey: []byte(password),
-	}
-	if err := ensureSecret(ctx, p, g, render.DatabaseUserSecretName(g.Name, s), componentDatabase, data); err != nil {
-		return "", err
-	}
-	return password, nil
+	return nil
 }
 
 // readDBPassword returns the credentials Secret's database password,
 // reading the credentials when this pass took them from the cache of what
-// was derived from them, which keeps no password.
+// was derived from them, which keeps no password. It fails when they no
+// longer are what the pass derived.
 func readDBPassword(ctx context.Context, g *v1alpha1.Glance, p *pass) (string, error) {
-	if p.dbPassword != "" && keyedDigest(p.digestKey, p.dbPassword) == p.credentials.dbPasswordHash {
+	if p.dbPassword != "" {
 		return p.dbPassword, nil
 	}
 	p.cluster.Forget(credentialsDerivation(g))
-	if err := deriveCredentials(ctx, g, p); err != nil {
+	c, password, err := readCredentials(ctx, g, p)
+	if err != nil {
 		return "", err
 	}
-	if p.dbPassword == "" {
-		return "", fmt.Errorf("the database credentials changed during the pass")
+	if password == "" || c.username != p.credentials.username || c.dbPasswordHash != p.credentials.dbPasswordHash {
+		return "", errCredentialsChanged
 	}
-	return p.dbPassword, nil
-}
-
-// slotSecretCurrent reports whether a slot's Secret holds the credentials
-// Secret's password for the slot's user.
-func slotSecretCurrent(p *pass, s database.Slot, secret *corev1.Secret) bool {
-	return string(secret.Data[render.DatabaseUserUsernameKey]) == s.Username(p.credentials.username) &&
-		keyedDigest(p.digestKey, string(secret.Data[render.DatabaseUserPasswordKey])) == p.credentials.dbPasswordHash
+	p.dbPassword = password
+	return password, nil
 }
 
 // retireSlot deletes the slot's User and Grant, which drops its database

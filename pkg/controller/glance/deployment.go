@@ -71,7 +71,7 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 				// compare both ways: a switch between them must be written.
 				return equality.Semantic.DeepDerivative(pdb.Spec, currentPDB.Spec) &&
 					(pdb.Spec.MinAvailable == nil) == (currentPDB.Spec.MinAvailable == nil)
-			}, func() { currentPDB.Spec = pdb.Spec })
+			}, func() error { currentPDB.Spec = pdb.Spec; return nil })
 		},
 	); err != nil {
 		return ctrl.Result{}, err
@@ -143,6 +143,11 @@ func setDeploymentWaitingForBackends(g *v1alpha1.Glance) {
 //     never drift), or when the digest of the rendered object in
 //     AnnotationRenderedHash changed (which catches a removal). update
 //     copies the desired state into it, keeping what others own.
+//   - Metadata only: a Secret is read as its metadata (existing is a
+//     *metav1.PartialObjectMetadata; the caches hold no Secret's data).
+//     inSync then judges by annotations (ensureSecret), update fills in
+//     desired's data, only before desired is created or written in
+//     existing's place, and the rendered digest leaves the data out.
 //   - Metadata: the operator's labels and annotations are added to the
 //     existing ones, never replacing others'.
 //   - Ownership: an unowned object is adopted (controller reference on the
@@ -152,7 +157,7 @@ func setDeploymentWaitingForBackends(g *v1alpha1.Glance) {
 //     adopted or written: foreignObjectError.
 //
 // A child in sync is not written at all.
-func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func()) error {
+func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, inSync func() bool, update func() error) error {
 	// The digest of what was rendered catches what a field-by-field
 	// comparison cannot: something removed from the desired state (a
 	// volume, a container, a rule).
@@ -161,7 +166,12 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 		return err
 	}
 	desired.SetAnnotations(merged(desired.GetAnnotations(), map[string]string{AnnotationRenderedHash: digest(string(rendered))[:16]}))
-	if created, err := getOrCreate(ctx, p, g, desired, existing); err != nil || created {
+	metadata, metadataOnly := existing.(*metav1.PartialObjectMetadata)
+	var fill func() error
+	if metadataOnly {
+		fill = update
+	}
+	if created, err := getOrCreate(ctx, p, g, desired, existing, fill); err != nil || created {
 		return err
 	}
 	if exclusiveChild(desired) {
@@ -184,32 +194,76 @@ func applyChild(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exist
 	if inSync() && metaInSync && ownerInSync {
 		return nil
 	}
-	update()
+	if err := update(); err != nil {
+		return err
+	}
 	existing.SetLabels(merged(labels, desired.GetLabels()))
 	existing.SetAnnotations(merged(annotations, desired.GetAnnotations()))
 	if err := p.cluster.SetOwner(g, existing); err != nil {
 		return err
 	}
-	if err := p.cluster.Client.Update(ctx, existing); err != nil {
-		return fmt.Errorf("update %T %s: %w", existing, existing.GetName(), err)
+	write := existing
+	if metadataOnly {
+		// desired's content in existing's place: its metadata, and the
+		// resourceVersion the write is conditional on.
+		write = desired
+		om, err := objectMeta(write)
+		if err != nil {
+			return err
+		}
+		*om = *metadata.ObjectMeta.DeepCopy()
+	}
+	if err := p.cluster.Client.Update(ctx, write); err != nil {
+		return fmt.Errorf("update %T %s: %w", write, write.GetName(), err)
+	}
+	if metadataOnly {
+		om, _ := objectMeta(write)
+		metadata.ObjectMeta = *om.DeepCopy()
 	}
 	return nil
+}
+
+// objectMeta is the metadata of obj, a typed object (as those read as
+// metadata only are: a Secret), to read or replace whole.
+func objectMeta(obj client.Object) (*metav1.ObjectMeta, error) {
+	if accessor, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if om, ok := accessor.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return om, nil
+		}
+	}
+	return nil, fmt.Errorf("%T is not a typed object", obj)
 }
 
 // getOrCreate reads the child desired names into existing, from the cache,
 // or creates it as desired, owned by g, when it is not there; created says
 // which. existing then holds what the server answered, so status checks
-// read what exists even before the cache has it.
-func getOrCreate(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object) (created bool, _ error) {
+// read what exists even before the cache has it. fill, if any, completes
+// desired before it is created: for a child read as metadata only, whose
+// content is made only for a write.
+func getOrCreate(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, existing client.Object, fill func() error) (created bool, _ error) {
 	key := client.ObjectKeyFromObject(desired)
 	err := p.cluster.Client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
 		if err := p.cluster.SetOwner(g, desired); err != nil {
 			return false, err
 		}
+		if fill != nil {
+			if err := fill(); err != nil {
+				return false, err
+			}
+		}
 		err = p.cluster.Client.Create(ctx, desired)
 		switch {
 		case err == nil:
+			if m, ok := existing.(*metav1.PartialObjectMetadata); ok {
+				// Only the metadata: the content stays desired's.
+				om, err := objectMeta(desired)
+				if err != nil {
+					return false, err
+				}
+				m.ObjectMeta = *om.DeepCopy()
+				return true, nil
+			}
 			answered, err := json.Marshal(desired)
 			if err != nil {
 				return false, err
@@ -236,11 +290,12 @@ func getOrCreate(ctx context.Context, p *pass, g *v1alpha1.Glance, desired, exis
 func applySpec[S any](ctx context.Context, p *pass, g *v1alpha1.Glance, desired client.Object, want *S, existing client.Object, have *S, keep func()) error {
 	return applyChild(ctx, p, g, desired, existing, func() bool {
 		return equality.Semantic.DeepDerivative(*want, *have)
-	}, func() {
+	}, func() error {
 		if keep != nil {
 			keep()
 		}
 		*have = *want
+		return nil
 	})
 }
 

@@ -45,7 +45,7 @@ func TestApplyAfterAlreadyExists(t *testing.T) {
 			current := &corev1.Service{}
 			return applyChild(context.Background(), p, g, desired, current, func() bool {
 				return len(current.Spec.Ports) == 1 && current.Spec.Ports[0].Port == 9292
-			}, func() { current.Spec.Ports = desired.Spec.Ports })
+			}, func() error { current.Spec.Ports = desired.Spec.Ports; return nil })
 		}, func(got client.Object) bool { return got.(*corev1.Service).Spec.Ports[0].Port == 9292 }},
 		{"Secret through ensureSecret", &corev1.Secret{
 			// A database Secret is adopted by nobody: this one is the
@@ -55,7 +55,7 @@ func TestApplyAfterAlreadyExists(t *testing.T) {
 			}}},
 			Data: map[string][]byte{ConnectionKey: []byte("old")},
 		}, func(p *pass, g *v1alpha1.Glance) error {
-			return ensureSecret(context.Background(), p, g, "glance-db-connection", componentDatabase, map[string][]byte{ConnectionKey: []byte("new")})
+			return ensureSecret(context.Background(), p, g, "glance-db-connection", componentDatabase, fixedData(p, map[string][]byte{ConnectionKey: []byte("new")}))
 		}, func(got client.Object) bool {
 			s := got.(*corev1.Secret)
 			return string(s.Data[ConnectionKey]) == "new" && s.Labels[render.LabelComponent] == componentDatabase
@@ -67,7 +67,7 @@ func TestApplyAfterAlreadyExists(t *testing.T) {
 			g.UID = "glance-uid"
 			server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(g, tc.stale).Build()
 			// The cached client has not seen the child.
-			kind := tc.stale.DeepCopyObject().(client.Object)
+			kind := cachedForm(tc.stale)
 			cached := interceptor.NewClient(server, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 				if reflect.TypeOf(obj) == reflect.TypeOf(kind) {
 					return apierrors.NewNotFound(schema.GroupResource{Resource: "children"}, key.Name)

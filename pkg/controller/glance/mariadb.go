@@ -131,13 +131,14 @@ func applyDatabaseObject(ctx context.Context, p *pass, g *v1alpha1.Glance, desir
 	desiredSpec, _ := desired.Object["spec"].(map[string]any)
 	if err := applyChild(ctx, p, g, desired, existing, func() bool {
 		return equality.Semantic.DeepDerivative(desiredSpec, existing.Object["spec"])
-	}, func() {
+	}, func() error {
 		spec, _ := existing.Object["spec"].(map[string]any)
 		if spec == nil {
 			spec = map[string]any{}
 		}
 		maps.Copy(spec, desiredSpec)
 		existing.Object["spec"] = spec
+		return nil
 	}); err != nil {
 		return false, err
 	}

@@ -89,18 +89,22 @@ type pass struct {
 	// Secrets.
 	digestKey   []byte
 	credentials credentials
-	// dsn is the DSN, known to a pass that read the credentials or found
-	// it in the live Secret; never kept beyond the pass.
+	// dsn is the DSN of the connection Secret, known to a pass that read
+	// what it is made of; never kept beyond the pass.
 	dsn string
+	// dsnHash is the keyed digest of the DSN of the connection Secret.
+	dsnHash string
 	// dbPassword is the credentials Secret's database password, known to a
 	// pass that read the credentials; never kept beyond the pass.
 	dbPassword string
 	// DatabaseUsers: the slot of the user the DSN names, and that user,
 	// empty unless the operator makes the database users. The user is the
 	// slot's own, which a new user name in the credentials Secret does not
-	// change: that is a rotation onto the other slot.
-	dbSlot database.Slot
-	dbUser string
+	// change: that is a rotation onto the other slot. dbSlotCurrent says
+	// that the slot holds the credentials' password for its user.
+	dbSlot        database.Slot
+	dbUser        string
+	dbSlotCurrent bool
 	// rotationWait says what a database user rotation waits for; empty
 	// when none waits. The Database step reports it on DatabaseReady.
 	rotationWait string

@@ -117,28 +117,54 @@ const digestKeySize = sha256.Size
 // Secret with a random key, immutable; it is never rewritten, so digests
 // change only with the values they digest. Deleting it makes a new key, and
 // rolls the pods once.
+//
+// The key is the one value of a child Secret the manager keeps in memory:
+// it is no user's credential but the operator's own random key, and every
+// pass needs it to digest what it compares. The cache holds the Secret's
+// metadata only; its data is read from the API server once per version of
+// it (targetcluster.Cluster.Remember keeps the key, and nothing else of
+// it).
 func ensureDigestKey(ctx context.Context, p *pass, g *v1alpha1.Glance) ([]byte, error) {
 	name := render.DigestKeySecretName(g.Name)
-	// Drawn on every pass, used on the first: 32 random bytes cost less
-	// than a second path to the child. rand.Read never fails; the program
-	// ends if it cannot read randomness.
-	fresh := make([]byte, digestKeySize)
-	rand.Read(fresh)
 	desired := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.Namespace, Labels: childLabels(g, componentDigestKey)},
 		Type:       corev1.SecretTypeOpaque,
 		Immutable:  ptr.To(true),
-		Data:       map[string][]byte{DigestKeyKey: fresh},
+	}
+	fresh := make([]byte, digestKeySize)
+	existing := secretMetadata()
+	created, err := getOrCreate(ctx, p, g, desired, existing, func() error {
+		// Drawn for the Secret's creation only. rand.Read never fails; the
+		// program ends if it cannot read randomness.
+		rand.Read(fresh)
+		desired.Data = map[string][]byte{DigestKeyKey: fresh}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the digest key Secret: %w", err)
+	case created:
+		p.cluster.Remember(existing, knownDigestKey, fresh)
+		return fresh, nil
+	}
+	if k, ok := p.cluster.Known(existing, knownDigestKey); ok {
+		return k.([]byte), nil
 	}
 	var s corev1.Secret
-	if _, err := getOrCreate(ctx, p, g, desired, &s); err != nil {
-		return nil, fmt.Errorf("the digest key Secret: %w", err)
+	if err := p.cluster.Reader.Get(ctx, client.ObjectKeyFromObject(desired), &s); err != nil {
+		return nil, fmt.Errorf("the digest key Secret: get Secret %s: %w", name, err)
 	}
-	if k := s.Data[DigestKeyKey]; len(k) >= digestKeySize {
-		return k, nil
+	k := s.Data[DigestKeyKey]
+	if len(k) < digestKeySize {
+		return nil, fmt.Errorf("Secret %s holds no %q key of at least %d bytes; delete it and the operator makes a new key (the pods roll once)", name, DigestKeyKey, digestKeySize)
 	}
-	return nil, fmt.Errorf("Secret %s holds no %q key of at least %d bytes; delete it and the operator makes a new key (the pods roll once)", name, DigestKeyKey, digestKeySize)
+	p.cluster.Remember(&s, knownDigestKey, k)
+	return k, nil
 }
+
+// knownDigestKey names the key of the digest key Secret in
+// targetcluster.Cluster.Known.
+const knownDigestKey = "digest-key"
 
 // credentials is what the Secrets step derives from the database and
 // service-user Secrets, kept between passes (targetcluster.Derive). It holds
@@ -153,8 +179,21 @@ type credentials struct {
 	// dsnHash and authtokenHash are the keyed digests of the DSN and the
 	// service-user password.
 	dsnHash, authtokenHash string
+	// dsnHashB is the keyed digest of the DSN of database user slot b
+	// (database.Slot) with the same password, where the operator makes
+	// the database users; slot a's is dsnHash.
+	dsnHashB string
 	// dbPasswordHash is the keyed digest of the database password.
 	dbPasswordHash string
+}
+
+// slotDSNHash is the keyed digest of the DSN of slot s's user with the
+// credentials' password.
+func (c credentials) slotDSNHash(s database.Slot) string {
+	if s == database.SlotB {
+		return c.dsnHashB
+	}
+	return c.dsnHash
 }
 
 // credentialKeys is what a read found of a credential Secret.
@@ -168,6 +207,16 @@ type credentialKeys struct {
 // a spec makes, which the derivation depends on besides the Secrets.
 const dsnShapeUser, dsnShapePassword = "\x00user", "\x00password"
 
+// dsnShape is the DSN g's spec makes, with stand-ins for the credentials,
+// or why it makes none.
+func dsnShape(g *v1alpha1.Glance) string {
+	shape, err := render.DSN(g, dsnShapeUser, dsnShapePassword)
+	if err != nil {
+		return err.Error()
+	}
+	return shape
+}
+
 // credentialsDerivation names the derivation of a Glance's credentials.
 func credentialsDerivation(g *v1alpha1.Glance) string {
 	return "glance/" + g.Namespace + "/" + g.Name + "/credentials"
@@ -176,9 +225,22 @@ func credentialsDerivation(g *v1alpha1.Glance) string {
 // deriveCredentials derives p.credentials from the database and
 // service-user Secrets, reading them only when they, the spec's DSN or the
 // digest key changed since the last derivation. A pass that read them has
-// the DSN in p.dsn and the database password in p.dbPassword, until the
-// pass ends.
+// the database password in p.dbPassword, until the pass ends.
 func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
+	c, password, err := readCredentials(ctx, g, p)
+	if err != nil {
+		return err
+	}
+	p.credentials = c
+	if password != "" {
+		p.dbPassword = password
+	}
+	return nil
+}
+
+// readCredentials is the derivation of deriveCredentials, and the database
+// password when the Secrets were read for it (empty when it was kept).
+func readCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) (credentials, string, error) {
 	db, su := g.Spec.Database.SecretRef, g.Spec.ServiceUser.SecretRef
 	userKey := v1alpha1.DefaultDatabaseUsernameKey
 	dbKey := cmp.Or(db.Key, v1alpha1.DefaultDatabasePasswordKey)
@@ -190,15 +252,11 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 	if suUserKey != "" {
 		suKeys = append(suKeys, suUserKey)
 	}
-	shape, err := render.DSN(g, dsnShapeUser, dsnShapePassword)
-	if err != nil {
-		shape = err.Error()
-	}
 	// The digest key enters as the digest of a constant under it: what
 	// tells keys apart without showing one.
-	inputs := strings.Join([]string{dbKey, suKey, suUserKey, shape, strconv.FormatBool(makesDatabaseUsers(g)), keyedDigest(p.digestKey, "credentials")}, "\x00")
+	inputs := strings.Join([]string{dbKey, suKey, suUserKey, dsnShape(g), strconv.FormatBool(makesDatabaseUsers(g)), keyedDigest(p.digestKey, "credentials")}, "\x00")
 	keys := []client.ObjectKey{{Namespace: g.Namespace, Name: db.Name}, {Namespace: g.Namespace, Name: su.Name}}
-	var dsn, password string
+	var password string
 	c, fresh, err := targetcluster.Derive(ctx, p.cluster, credentialsDerivation(g), inputs, keys, func(reads []targetcluster.SecretRead) (credentials, error) {
 		var c credentials
 		dbValues, err := credentialValues(reads[0], &c.db, userKey, dbKey)
@@ -220,10 +278,15 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 		c.dbPasswordHash = keyedDigest(p.digestKey, password)
 		if err := database.CheckUsername(c.username); err != nil && makesDatabaseUsers(g) {
 			c.dsnError = fmt.Sprintf("key %q of Secret %q: %v", userKey, db.Name, err)
-		} else if dsn, err = render.DSN(g, c.username, password); err != nil {
+		} else if dsn, err := render.DSN(g, c.username, password); err != nil {
 			c.dsnError = err.Error()
 		} else {
 			c.dsnHash = keyedDigest(p.digestKey, dsn)
+			if makesDatabaseUsers(g) {
+				// The user only differs, which the DSN escapes.
+				dsnB, _ := render.DSN(g, database.SlotB.Username(c.username), password)
+				c.dsnHashB = keyedDigest(p.digestKey, dsnB)
+			}
 		}
 		c.authtokenHash = keyedDigest(p.digestKey, suValues[suKey])
 		if suUserKey != "" {
@@ -234,13 +297,12 @@ func deriveCredentials(ctx context.Context, g *v1alpha1.Glance, p *pass) error {
 		return c, nil
 	})
 	if err != nil {
-		return err
+		return credentials{}, "", err
 	}
-	p.credentials = c
-	if fresh {
-		p.dsn, p.dbPassword = dsn, password
+	if !fresh {
+		password = ""
 	}
-	return nil
+	return c, password, nil
 }
 
 // credentialValues returns the wanted keys of a credential Secret read, and

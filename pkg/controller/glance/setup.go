@@ -77,7 +77,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, ref
 		Named("glance").
 		WithOptions(opts).
 		For(&v1alpha1.Glance{}).
-		Owns(&corev1.Secret{}).
+		// Metadata only: the child Secrets carry credentials, which the
+		// operator keeps no copy of (targetcluster.NewCache).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).

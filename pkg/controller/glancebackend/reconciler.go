@@ -6,14 +6,12 @@
 package glancebackend
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -179,28 +177,17 @@ func reconcileProjection(ctx context.Context, b *v1alpha1.GlanceBackend, p *pass
 	if secretName == "" {
 		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the Deployment of Glance %q mounts no backends Secret yet", p.parent.Name))
 	}
-	var s corev1.Secret
-	if err := p.cluster.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: secretName}, &s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("backends Secret %q not found", secretName))
-		}
-		return ctrl.Result{}, fmt.Errorf("get Secret %s: %w", secretName, err)
+	mounted, found, err := glance.ReadBackendsSecret(ctx, p.cluster, client.ObjectKey{Namespace: b.Namespace, Name: secretName})
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	if !hasSection(string(s.Data[glance.BackendsConfKey]), b.Name) {
+	if !found {
+		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("backends Secret %q not found", secretName))
+	}
+	if !slices.Contains(mounted.Sections, b.Name) {
 		return waiting(v1alpha1.ReasonWaitingForProjection, fmt.Sprintf("the mounted backends Secret %q has no [%s] section yet", secretName, b.Name))
 	}
 	pipeline.SetCondition(b, v1alpha1.ConditionConfigProjected, metav1.ConditionTrue, v1alpha1.ReasonConfigProjected,
 		fmt.Sprintf("the Deployment of Glance %q mounts backends Secret %q with this store", p.parent.Name, secretName))
 	return ctrl.Result{}, nil
-}
-
-// hasSection matches the section header as a whole line.
-func hasSection(conf, name string) bool {
-	sc := bufio.NewScanner(strings.NewReader(conf))
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "["+name+"]" {
-			return true
-		}
-	}
-	return false
 }

@@ -5,6 +5,7 @@ package bare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/metrics"
 	"github.com/c5c3/glance-operator/pkg/operator"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/pkg/targetcluster"
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/operatortest"
 )
@@ -96,9 +98,12 @@ func TestManagerWithoutOptionalAPIs(t *testing.T) {
 	if err := cl.Create(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
-	var cached corev1.SecretList
+	// Secrets are cached as metadata only: their data, the operator's own
+	// credentials included, is never in the cache.
+	cached := &metav1.PartialObjectMetadataList{}
+	cached.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
 	operatortest.Eventually(t, "one Secret in the cache", func() error {
-		if err := mgr.GetCache().List(ctx, &cached, client.InNamespace("bare")); err != nil {
+		if err := mgr.GetCache().List(ctx, cached, client.InNamespace("bare")); err != nil {
 			t.Fatalf("list the cached Secrets: %v", err)
 		}
 		if len(cached.Items) != 1 {
@@ -109,6 +114,9 @@ func TestManagerWithoutOptionalAPIs(t *testing.T) {
 	if cached.Items[0].Name != "mine" {
 		t.Fatalf("cached Secrets %v, want only the operator's", secretNames(cached))
 	}
+	if err := mgr.GetCache().List(ctx, &corev1.SecretList{}, client.InNamespace("bare")); !errors.Is(err, targetcluster.ErrSecretData) {
+		t.Fatalf("listing whole Secrets from the cache: %v, want ErrSecretData", err)
+	}
 
 	cancel()
 	if err := <-done; err != nil {
@@ -116,7 +124,7 @@ func TestManagerWithoutOptionalAPIs(t *testing.T) {
 	}
 }
 
-func secretNames(l corev1.SecretList) []string {
+func secretNames(l *metav1.PartialObjectMetadataList) []string {
 	var n []string
 	for _, s := range l.Items {
 		n = append(n, s.Name)
