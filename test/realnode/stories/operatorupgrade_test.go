@@ -278,7 +278,7 @@ type upgradeWatch struct {
 	pods        map[types.UID]corev1.Pod
 	deployments map[types.NamespacedName]appsv1.Deployment
 	replicaSets map[types.UID]bool
-	jobs        map[types.UID]string
+	jobs        map[types.UID]batchv1.Job
 	glances     int
 
 	// What changed since.
@@ -289,6 +289,10 @@ type upgradeWatch struct {
 	notReady                    []string
 	lastReady                   map[types.NamespacedName]string
 	errs                        []error
+	notes                       []string
+	// readySince is each Glance's Ready lastTransitionTime when the
+	// upgrade began.
+	readySince map[types.NamespacedName]metav1.Time
 }
 
 // upgradeSeen is what the upgrade changed in the Glances' namespaces.
@@ -310,9 +314,9 @@ func watchUpgrade(ctx context.Context, namespaces []string) (*upgradeWatch, erro
 	w := &upgradeWatch{
 		cancel: cancel, namespaces: namespaces,
 		pods: map[types.UID]corev1.Pod{}, deployments: map[types.NamespacedName]appsv1.Deployment{},
-		replicaSets: map[types.UID]bool{}, jobs: map[types.UID]string{}, newJob: map[types.UID]bool{},
+		replicaSets: map[types.UID]bool{}, jobs: map[types.UID]batchv1.Job{}, newJob: map[types.UID]bool{},
 		created: map[types.UID]corev1.Pod{}, deleted: map[types.UID]corev1.Pod{}, restarted: map[types.UID]corev1.Pod{},
-		lastReady: map[types.NamespacedName]string{},
+		lastReady: map[types.NamespacedName]string{}, readySince: map[types.NamespacedName]metav1.Time{},
 	}
 	for _, ns := range namespaces {
 		for _, f := range []struct {
@@ -323,7 +327,7 @@ func watchUpgrade(ctx context.Context, namespaces []string) (*upgradeWatch, erro
 			{func() client.ObjectList { return &batchv1.JobList{} }, w.seedJob, w.onJob},
 			{func() client.ObjectList { return &appsv1.ReplicaSetList{} }, w.seedReplicaSet, w.onReplicaSet},
 			{func() client.ObjectList { return &appsv1.DeploymentList{} }, w.seedDeployment, w.onDeployment},
-			{func() client.ObjectList { return &v1alpha1.GlanceList{} }, w.onGlance, w.onGlance},
+			{func() client.ObjectList { return &v1alpha1.GlanceList{} }, w.seedGlance, w.onGlance},
 		} {
 			if err := w.follow(ctx, ns, f.list, f.seed, f.on); err != nil {
 				w.stop()
@@ -338,6 +342,42 @@ func watchUpgrade(ctx context.Context, namespaces []string) (*upgradeWatch, erro
 // change after the list to on, until the watch stops.
 func (w *upgradeWatch) follow(ctx context.Context, ns string, list func() client.ObjectList, seed, on func(watch.EventType, runtime.Object)) error {
 	l := list()
+	if err := w.listInto(ctx, ns, l, seed); err != nil {
+		return err
+	}
+	w.done.Go(func() {
+		for rv := l.GetResourceVersion(); ; {
+			expired := w.watchFrom(ctx, ns, list, rv, on)
+			if ctx.Err() != nil {
+				return
+			}
+			if expired == nil {
+				w.fail(fmt.Errorf("the watch of %T in %s ended before the upgrade settled", l, ns))
+				return
+			}
+			// The API server no longer has rv: it restarts a kind's watch
+			// cache when the upgrade changes its CRD. A new list takes up
+			// from now; what came and went in between is caught by
+			// finish, which compares what is there, and Ready's
+			// lastTransitionTime, with the snapshot.
+			again := list()
+			if err := w.listInto(ctx, ns, again, on); err != nil {
+				if ctx.Err() == nil {
+					w.fail(err)
+				}
+				return
+			}
+			w.mu.Lock()
+			w.notes = append(w.notes, fmt.Sprintf("the watch of %T in %s expired (%v); listed again at resourceVersion %s", l, ns, expired, again.GetResourceVersion()))
+			w.mu.Unlock()
+			rv = again.GetResourceVersion()
+		}
+	})
+	return nil
+}
+
+// listInto lists l's kind in ns and hands each item to to.
+func (w *upgradeWatch) listInto(ctx context.Context, ns string, l client.ObjectList, to func(watch.EventType, runtime.Object)) error {
 	if err := cl.List(ctx, l, client.InNamespace(ns)); err != nil {
 		return err
 	}
@@ -346,40 +386,51 @@ func (w *upgradeWatch) follow(ctx context.Context, ns string, list func() client
 		return err
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, item := range items {
-		seed(watch.Added, item)
+		to(watch.Added, item)
 	}
-	w.mu.Unlock()
-	// RetryWatcher reopens a watch the API server ends from the last
-	// resourceVersion seen, so no change falls between two watches.
-	rw, err := toolswatch.NewRetryWatcherWithContext(ctx, l.GetResourceVersion(), &cache.ListWatch{
+	return nil
+}
+
+// watchFrom hands each change after rv to on until the watch ends; it
+// returns the error when it ended because the API server no longer has
+// rv. RetryWatcher reopens a watch the API server closes from the last
+// resourceVersion seen, so no change falls between two watches.
+func (w *upgradeWatch) watchFrom(ctx context.Context, ns string, list func() client.ObjectList, rv string, on func(watch.EventType, runtime.Object)) (expired error) {
+	rw, err := toolswatch.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return cl.Watch(ctx, list(), &client.ListOptions{Namespace: ns, Raw: &o})
 		},
 	})
 	if err != nil {
-		return err
+		w.fail(err)
+		return nil
 	}
-	w.done.Go(func() {
-		defer rw.Stop()
-		for ev := range rw.ResultChan() {
-			w.mu.Lock()
-			switch ev.Type {
-			case watch.Error:
-				w.errs = append(w.errs, fmt.Errorf("the watch of %T in %s failed: %w", l, ns, apierrors.FromObject(ev.Object)))
-			case watch.Bookmark:
-			default:
-				on(ev.Type, ev.Object)
+	defer rw.Stop()
+	for ev := range rw.ResultChan() {
+		switch ev.Type {
+		case watch.Error:
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				expired = err
+			} else {
+				w.fail(fmt.Errorf("the watch of %T in %s failed: %w", list(), ns, err))
 			}
-			w.mu.Unlock()
-		}
-		if ctx.Err() == nil {
+		case watch.Bookmark:
+		default:
 			w.mu.Lock()
-			w.errs = append(w.errs, fmt.Errorf("the watch of %T in %s ended before the upgrade settled", l, ns))
+			on(ev.Type, ev.Object)
 			w.mu.Unlock()
 		}
-	})
-	return nil
+	}
+	return expired
+}
+
+func (w *upgradeWatch) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errs = append(w.errs, err)
 }
 
 func (w *upgradeWatch) stop() {
@@ -415,7 +466,7 @@ func (w *upgradeWatch) onPod(t watch.EventType, o runtime.Object) {
 
 func (w *upgradeWatch) seedJob(_ watch.EventType, o runtime.Object) {
 	j := o.(*batchv1.Job)
-	w.jobs[j.UID] = j.Namespace + "/" + j.Name
+	w.jobs[j.UID] = *j
 }
 
 // onJob records the Jobs created, and those of before deleted: a schema
@@ -454,6 +505,14 @@ func (w *upgradeWatch) seedDeployment(_ watch.EventType, o runtime.Object) {
 // back.
 func (w *upgradeWatch) onDeployment(watch.EventType, runtime.Object) {}
 
+func (w *upgradeWatch) seedGlance(t watch.EventType, o runtime.Object) {
+	g := o.(*v1alpha1.Glance)
+	if c := apimeta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		w.readySince[client.ObjectKeyFromObject(g)] = c.LastTransitionTime
+	}
+	w.onGlance(t, o)
+}
+
 // onGlance records each Glance's Ready whenever it is not True, once per
 // status, reason and message.
 func (w *upgradeWatch) onGlance(t watch.EventType, o runtime.Object) {
@@ -482,14 +541,29 @@ func (w *upgradeWatch) onGlance(t watch.EventType, o runtime.Object) {
 // changed up to end, looking at the namespaces once more.
 func (w *upgradeWatch) finish(ctx context.Context, began, end time.Time) (upgradeSeen, error) {
 	w.stop()
-	s := upgradeSeen{glances: w.glances, notReady: w.notReady}
-	before := slices.Sorted(maps.Values(w.jobs))
+	s := upgradeSeen{glances: w.glances, notReady: w.notReady, notes: w.notes}
+	var before []string
+	for _, j := range w.jobs {
+		before = append(before, j.Namespace+"/"+j.Name)
+	}
+	slices.Sort(before)
 	s.notes = append(s.notes, fmt.Sprintf("Jobs when the upgrade began (any created or deleted since is reported): %s", strings.Join(before, ", ")))
 	for _, err := range w.errs {
 		s.findings = append(s.findings, "the upgrade cannot be vouched for: "+err.Error())
 	}
 	for _, line := range w.notReady {
 		s.findings = append(s.findings, "a Glance left Ready during the upgrade: "+line)
+	}
+	// A Ready that went and came back between two looks moved its
+	// lastTransitionTime.
+	for key, since := range w.readySince {
+		var g v1alpha1.Glance
+		if err := cl.Get(ctx, key, &g); err != nil {
+			return s, err
+		}
+		if c := apimeta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c == nil || !c.LastTransitionTime.Equal(&since) {
+			s.findings = append(s.findings, fmt.Sprintf("Glance %s's Ready changed during the upgrade: lastTransitionTime %s, now %+v", key, since.Format(time.RFC3339), c))
+		}
 	}
 
 	// The Glances' Deployments: neither their templates nor their
@@ -600,6 +674,23 @@ func (w *upgradeWatch) finish(ctx context.Context, began, end time.Time) (upgrad
 	for _, j := range w.deletedJobs {
 		if !byCronJob(j) {
 			s.findings = append(s.findings, fmt.Sprintf("the upgrade deleted Job %s/%s (uid %s)", j.Namespace, j.Name, j.UID))
+		}
+	}
+	// The Jobs of before are all there still, even those whose deletion a
+	// watch gap hid.
+	remaining := map[types.UID]bool{}
+	for _, ns := range w.namespaces {
+		var jobs batchv1.JobList
+		if err := cl.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+			return s, err
+		}
+		for _, j := range jobs.Items {
+			remaining[j.UID] = true
+		}
+	}
+	for uid, j := range w.jobs {
+		if !remaining[uid] && !byCronJob(j) && !slices.ContainsFunc(w.deletedJobs, func(d batchv1.Job) bool { return d.UID == uid }) {
+			s.findings = append(s.findings, fmt.Sprintf("Job %s/%s (uid %s) is gone after the upgrade", j.Namespace, j.Name, uid))
 		}
 	}
 	slices.Sort(s.findings)
