@@ -43,6 +43,44 @@ func InstallRelease(kubeconfig, namespace string, values map[string]any) (*relea
 // InstallFromRegistry runs `helm install oci://… --version version` of a
 // published chart as InstallRelease does: Helm's registry client pulls it.
 func InstallFromRegistry(kubeconfig, namespace, ref, version string, plainHTTP bool, values map[string]any) (*release.Release, error) {
+	return install(kubeconfig, namespace, values, func(i *action.Install) (*helmchart.Chart, error) {
+		i.Version = version
+		i.PlainHTTP = plainHTTP
+		return pull(&i.ChartPathOptions, i.SetRegistryClient, ref, plainHTTP)
+	})
+}
+
+// UpgradeFromRegistry runs `helm upgrade --reset-then-reuse-values
+// ReleaseName oci://… --version version` in namespace, as a user moves an
+// installed chart to a newer release: the new chart's defaults (its pinned
+// image digests among them) with the values given at install on top, which
+// --reuse-values would not do (it keeps the old chart's defaults, and so the
+// old images).
+func UpgradeFromRegistry(kubeconfig, namespace, ref, version string, plainHTTP bool) (*release.Release, error) {
+	cfg, err := Configuration(kubeconfig, namespace)
+	if err != nil {
+		return nil, err
+	}
+	u := action.NewUpgrade(cfg)
+	u.Namespace = namespace
+	u.Version = version
+	u.PlainHTTP = plainHTTP
+	u.ResetThenReuseValues = true
+	u.Timeout = 2 * time.Minute
+	c, err := pull(&u.ChartPathOptions, u.SetRegistryClient, ref, plainHTTP)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := u.Run(ReleaseName, c, map[string]any{})
+	if err != nil {
+		return nil, fmt.Errorf("helm upgrade: %w", err)
+	}
+	return rel, nil
+}
+
+// pull locates a published chart with Helm's registry client, as helm
+// install and helm upgrade do with an oci:// reference, and loads it.
+func pull(o *action.ChartPathOptions, setClient func(*registry.Client), ref string, plainHTTP bool) (*helmchart.Chart, error) {
 	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard)}
 	if plainHTTP {
 		opts = append(opts, registry.ClientOptPlainHTTP())
@@ -51,23 +89,19 @@ func InstallFromRegistry(kubeconfig, namespace, ref, version string, plainHTTP b
 	if err != nil {
 		return nil, err
 	}
-	return install(kubeconfig, namespace, values, func(i *action.Install) (*helmchart.Chart, error) {
-		i.SetRegistryClient(rc)
-		i.Version = version
-		i.PlainHTTP = plainHTTP
-		cache, err := os.MkdirTemp("", "helm-cache-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(cache)
-		settings := cli.New()
-		settings.RepositoryCache = cache
-		path, err := i.LocateChart(ref, settings)
-		if err != nil {
-			return nil, fmt.Errorf("helm install %s --version %s: %w", ref, version, err)
-		}
-		return loader.Load(path)
-	})
+	setClient(rc)
+	cache, err := os.MkdirTemp("", "helm-cache-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(cache)
+	settings := cli.New()
+	settings.RepositoryCache = cache
+	path, err := o.LocateChart(ref, settings)
+	if err != nil {
+		return nil, fmt.Errorf("helm pull %s --version %s: %w", ref, o.Version, err)
+	}
+	return loader.Load(path)
 }
 
 func install(kubeconfig, namespace string, values map[string]any, locate func(*action.Install) (*helmchart.Chart, error)) (*release.Release, error) {

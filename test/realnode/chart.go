@@ -49,8 +49,8 @@ func PublishRelease(ctx context.Context, reg *controlplane.Registry, dir string)
 	})
 }
 
-// productImages are the released images by the chart's component.
-func productImages(rel publish.Release) ProductImages {
+// ReleaseImages are rel's images by the chart's component.
+func ReleaseImages(rel publish.Release) ProductImages {
 	var imgs ProductImages
 	for _, img := range rel.Images {
 		switch img.Name {
@@ -67,22 +67,70 @@ func productImages(rel publish.Release) ProductImages {
 // default values, which pull the released images by digest, and waits for
 // both Deployments to be available.
 func (e *Env) InstallChart(ctx context.Context) (time.Duration, error) {
+	return e.InstallRelease(ctx, e.Release)
+}
+
+// InstallRelease runs `helm install oci://…` of rel's chart with its
+// default values and waits until both Deployments run rel's images and are
+// available.
+func (e *Env) InstallRelease(ctx context.Context, rel publish.Release) (time.Duration, error) {
 	start := time.Now()
-	if _, err := chart.InstallFromRegistry(e.Cluster.Kubeconfig, OperatorNamespace, e.Release.Chart, e.Release.ChartVersion, true, nil); err != nil {
+	if _, err := chart.InstallFromRegistry(e.Cluster.Kubeconfig, OperatorNamespace, rel.Chart, rel.ChartVersion, true, nil); err != nil {
 		return 0, err
 	}
-	for _, name := range []string{ManagerDeployment, WebhookDeployment} {
+	if err := e.waitRolledOut(ctx, ReleaseImages(rel)); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// UpgradeChart runs `helm upgrade --reset-then-reuse-values` of the
+// installed chart to rel's and waits until both Deployments run rel's
+// images alone, the pods of the release before gone, and are available.
+func (e *Env) UpgradeChart(ctx context.Context, rel publish.Release) (time.Duration, error) {
+	start := time.Now()
+	if _, err := chart.UpgradeFromRegistry(e.Cluster.Kubeconfig, OperatorNamespace, rel.Chart, rel.ChartVersion, true); err != nil {
+		return 0, err
+	}
+	if err := e.waitRolledOut(ctx, ReleaseImages(rel)); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// waitRolledOut waits until the manager and webhook Deployments are
+// available at their generation with every pod running imgs' image: no pod
+// of an earlier release is left, not even a terminating one.
+func (e *Env) waitRolledOut(ctx context.Context, imgs ProductImages) error {
+	for name, image := range map[string]string{ManagerDeployment: imgs.Operator, WebhookDeployment: imgs.Webhook} {
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 			d, err := e.CS.AppsV1().Deployments(OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, nil
 			}
-			return d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == *d.Spec.Replicas && d.Status.UpdatedReplicas == *d.Spec.Replicas, nil
+			want := *d.Spec.Replicas
+			if d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas != want || d.Status.UpdatedReplicas != want || d.Status.Replicas != want {
+				return false, nil
+			}
+			selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+			if err != nil {
+				return false, err
+			}
+			pods, err := e.CS.CoreV1().Pods(OperatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				if p.Spec.Containers[0].Image != image {
+					return false, nil
+				}
+			}
+			return true, nil
 		}); err != nil {
-			return 0, fmt.Errorf("the chart's %s Deployment did not become available: %w%s", name, err, e.DeploymentPods(ctx, OperatorNamespace, name))
+			return fmt.Errorf("the chart's %s Deployment did not roll out to %s: %w%s", name, image, err, e.DeploymentPods(ctx, OperatorNamespace, name))
 		}
 	}
-	return time.Since(start), nil
+	return nil
 }
 
 // DeploymentPods describes the pods of a Deployment, by the name prefix

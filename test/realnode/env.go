@@ -61,7 +61,7 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 		return fail(fmt.Errorf("make release: %w", err))
 	}
 	e.Released = time.Since(released)
-	e.Images = productImages(e.Release)
+	e.Images = ReleaseImages(e.Release)
 	return e, nil
 }
 

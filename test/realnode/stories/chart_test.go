@@ -19,17 +19,19 @@ import (
 )
 
 // TestChartOnRealNode: the chart that setUp released to the registry with
-// make release and installed with helm from oci://, default values: the
+// make release and upgraded to with helm from oci:// (from the release the
+// operator upgrade starts from), default values: the
 // manager and the webhook run the chart's
 // images on the node under the restricted security context and the
 // chart's probes, and the API server calls the webhook through its
 // Service, over the certificate cert-manager (a pod) issued, trusting the
-// CA cainjector injected. Not parallel: it sees the chart as installed,
+// CA cainjector injected. Not parallel: it sees the chart as upgraded,
 // before the failover story deletes the leading manager.
 func TestChartOnRealNode(t *testing.T) {
 	ctx := t.Context()
 	t.Logf("make release (both images, their SBOMs, the chart) to the registry: %s", env.Released.Round(100*time.Millisecond))
-	t.Logf("helm install %s to both Deployments available: %s", env.Release.Chart, installed.Round(100*time.Millisecond))
+	t.Logf("helm install %s (the release the upgrade starts from) to both Deployments available: %s; helm upgrade to %s to both rolled out: %s",
+		upgrade.previous.Chart, installed.Round(100*time.Millisecond), env.Release.Chart, upgrade.rolledOut.Round(100*time.Millisecond))
 
 	t.Run("pods-run-the-pushed-images", func(t *testing.T) {
 		for name, ref := range map[string]string{realnode.ManagerDeployment: env.Images.Operator, realnode.WebhookDeployment: env.Images.Webhook} {

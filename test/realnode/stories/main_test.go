@@ -27,11 +27,12 @@ import (
 var (
 	env *realnode.Env
 	// cl is a cluster-admin client that knows the product's kinds.
-	cl client.Client
+	cl client.WithWatch
 	// sceneImages are the stand-ins', MariaDB's and Glance's images.
 	sceneImages realnode.SceneImages
-	// installed is how long helm install took until both Deployments
-	// were available; installStarted is when it began.
+	// installed is how long helm install of the release the upgrade
+	// starts from took until both Deployments were available;
+	// installStarted is when it began.
 	installed      time.Duration
 	installStarted time.Time
 )
@@ -61,15 +62,17 @@ func TestMain(m *testing.M) {
 	}.Run(m))
 }
 
-// setUp pushes the stories' images and installs the chart, at the same
-// time, then starts the MariaDB stand-in; stop stops the stand-in.
+// setUp pushes the stories' images and, at the same time, releases the
+// release the operator upgrade starts from and installs its chart; then it
+// starts the MariaDB stand-in and runs the operator upgrade to the chart
+// under test, which every test then runs on. stop stops the stand-in.
 func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) {
 	env = e
 	scheme, err := operator.NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	if cl, err = client.New(env.Cluster.Config, client.Options{Scheme: scheme}); err != nil {
+	if cl, err = client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
 	}
 	var wg sync.WaitGroup
@@ -87,8 +90,16 @@ func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) 
 		}
 	})
 	wg.Go(func() {
+		start := time.Now()
+		previous, err := realnode.PublishPreviousRelease(ctx, env.Cluster.Registry, previousReleaseRef, filepath.Join(env.ImageDir(), "previous"))
+		if err != nil {
+			errs[2] = err
+			return
+		}
+		upgrade = &operatorUpgrade{previous: previous, built: time.Since(start)}
+		fmt.Printf("make release of %s, the release the upgrade starts from, in %s\n", previousReleaseRef[:12], upgrade.built.Round(100*time.Millisecond))
 		installStarted = time.Now()
-		if installed, errs[2] = env.InstallChart(ctx); errs[2] == nil {
+		if installed, errs[2] = env.InstallRelease(ctx, previous); errs[2] == nil {
 			errs[2] = realnode.CreateSecretStore(ctx, cl)
 		}
 	})
@@ -96,5 +107,11 @@ func setUp(ctx context.Context, e *realnode.Env) (stop func() error, err error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return realnode.StartMariaDBOperator(ctx, env.Cluster.Config, sceneImages.MariaDB, filepath.Join(env.Cluster.Dir, "logs"))
+	if stop, err = realnode.StartMariaDBOperator(ctx, env.Cluster.Config, sceneImages.MariaDB, filepath.Join(env.Cluster.Dir, "logs")); err != nil {
+		return nil, err
+	}
+	if err := upgrade.run(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("operator upgrade from %s: %w", previousReleaseRef[:12], err), stop())
+	}
+	return stop, nil
 }

@@ -56,24 +56,35 @@ func tell(t *testing.T, stories ...story) {
 // Ready; edit may change the Glance before it is created.
 func newScene(t *testing.T, release string, edit func(*v1alpha1.Glance)) *scene {
 	t.Helper()
-	ctx := t.Context()
-	ns := env.Namespace(t)
-	rs, err := env.SetScene(ctx, cl, ns, sceneImages)
+	created := time.Now()
+	s, err := setScene(t.Context(), env.Namespace(t), release, edit)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("Glance %s (%s) Ready %s after it was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond))
+	return s
+}
+
+// setScene sets the scene for a Glance of release in the namespace ns,
+// which exists, and waits until it is Ready; edit may change the Glance
+// before it is created.
+func setScene(ctx context.Context, ns, release string, edit func(*v1alpha1.Glance)) (*scene, error) {
+	rs, err := env.SetScene(ctx, cl, ns, sceneImages)
+	if err != nil {
+		return nil, err
 	}
 	s := &scene{Scene: rs}
 	g := rs.NewGlance(sceneImages, release)
 	if edit != nil {
 		edit(g)
 	}
-	created := time.Now()
 	if err := cl.Create(ctx, g); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s.glance = s.waitReady(t, 0)
-	t.Logf("Glance %s (%s) Ready %s after it was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond))
-	return s
+	if s.glance, err = s.readyGlance(ctx, 0); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // setKeystoneUser creates or changes a user in the Keystone stand-in.
@@ -108,8 +119,18 @@ func (s *scene) keystoneAttempts(t *testing.T, user string, t0 time.Time) []keys
 // observedAfter, and returns it.
 func (s *scene) waitReady(t *testing.T, observedAfter int64) *v1alpha1.Glance {
 	t.Helper()
+	g, err := s.readyGlance(t.Context(), observedAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// readyGlance waits until the Glance is Ready at a generation after
+// observedAfter, and returns it.
+func (s *scene) readyGlance(ctx context.Context, observedAfter int64) (*v1alpha1.Glance, error) {
 	g := &v1alpha1.Glance{}
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := cl.Get(ctx, keyOf(s.Namespace, realnode.GlanceName), g); err != nil {
 			return false, err
 		}
@@ -117,9 +138,9 @@ func (s *scene) waitReady(t *testing.T, observedAfter int64) *v1alpha1.Glance {
 		return ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == g.Generation && g.Generation > observedAfter, nil
 	})
 	if err != nil {
-		t.Fatalf("Glance %s/%s not Ready: %v\n%s", s.Namespace, realnode.GlanceName, err, s.describe(context.Background(), g))
+		return nil, fmt.Errorf("Glance %s/%s not Ready: %w\n%s", s.Namespace, realnode.GlanceName, err, s.describe(context.Background(), g))
 	}
-	return g
+	return g, nil
 }
 
 // describe is the Glance's conditions and its pods, for a failure message.

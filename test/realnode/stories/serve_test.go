@@ -82,7 +82,7 @@ func (s *scene) serve(t *testing.T) {
 			}
 			t.Logf("%s: client pod uploaded, listed and downloaded %d bytes in %s", via.name, rt.Size, time.Since(start).Round(100*time.Millisecond))
 			firstUpload.Do(func() {
-				t.Logf("first upload served %s after helm install began (both Deployments available after %s)",
+				t.Logf("first upload served %s after helm install of the release the upgrade starts from began (both Deployments available after %s)",
 					time.Since(installStarted).Round(100*time.Millisecond), installed.Round(100*time.Millisecond))
 			})
 		})

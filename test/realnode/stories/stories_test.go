@@ -6,13 +6,15 @@ import "testing"
 // over a minute to set and the node has two cores, so each scene carries
 // the stories that can start where another ended. A fourth scene, for the
 // jump to Glance 33, shortened the suite by a minute but starved the
-// node: requests took 20 s, and rolls cut them.
+// node: requests took 20 s, and rolls cut them. The eventlet and uWSGI
+// scenes are the operator upgrade's (setUp): set under the release it
+// starts from, carried through it, and ready when the tests begin.
 
 // TestEventletScene: a 2025.2 Glance (eventlet) serves, then upgrades to
 // 2026.1 (uWSGI) under traffic.
 func TestEventletScene(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, "2025.2", nil)
+	s := upgradedScene(t, "2025.2")
 	tell(t, story{"serve", s.serve}, story{"upgrade-to-uwsgi", s.upgradeToUWSGI})
 }
 
@@ -20,7 +22,7 @@ func TestEventletScene(t *testing.T) {
 // under traffic; it jumps to Glance 33 under the same traffic.
 func TestUWSGIScene(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, "2026.1", nil)
+	s := upgradedScene(t, "2026.1")
 	tell(t, story{"serve", s.serve}, story{"rotation", s.rotate}, story{"jump-to-glance-33", s.jumpToGlance33})
 }
 
