@@ -46,6 +46,8 @@ func PublishRelease(ctx context.Context, reg *controlplane.Registry, dir string)
 		RegistryConfig: filepath.Join(dir, "registry-config.json"),
 		Arches:         []string{runtime.GOARCH},
 		Images:         ociimage.Options{OutDir: dir},
+		// The suite installs the tree it tests, committed or not.
+		UncommittedTree: true,
 	})
 }
 

@@ -57,6 +57,10 @@ type Options struct {
 	// released, images and chart; it must be a git checkout without
 	// uncommitted changes. Empty means the module of the working directory.
 	Images ociimage.Options
+	// UncommittedTree publishes the tree as it is, committed or not, as
+	// make images builds it: for a suite that installs the tree it tests.
+	// make release never sets it: a release is its commit alone.
+	UncommittedTree bool
 }
 
 // Image is one published image index.
@@ -122,7 +126,7 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	}
 	// The images' labels and SBOMs name the commit, so nothing but the
 	// commit may go into them.
-	revision, err := ociimage.CleanRevision(ctx, o.Images.ModuleRoot)
+	revision, err := cleanRevision(ctx, o)
 	if err != nil {
 		return Release{}, fmt.Errorf("refusing to release: %w", err)
 	}
@@ -142,7 +146,7 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	}
 	// Everything is read from the tree now; it must still be the commit
 	// checked before the build.
-	after, err := ociimage.CleanRevision(ctx, o.Images.ModuleRoot)
+	after, err := cleanRevision(ctx, o)
 	if err != nil {
 		return Release{}, fmt.Errorf("refusing to release, the tree changed during the build: %w", err)
 	}
@@ -255,4 +259,13 @@ func digestOf(images []Image, name string) (v1.Hash, bool) {
 		}
 	}
 	return v1.Hash{}, false
+}
+
+// cleanRevision is the commit the tree is at, refusing uncommitted changes
+// unless o.UncommittedTree; empty then, as nothing is claimed of it.
+func cleanRevision(ctx context.Context, o Options) (string, error) {
+	if o.UncommittedTree {
+		return "", nil
+	}
+	return ociimage.CleanRevision(ctx, o.Images.ModuleRoot)
 }

@@ -56,15 +56,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionTrue, v1alpha1.ReasonAllBackendsProjected)
 	e.Eventually("the config ConfigMap", func() bool { return len(e.Names(&corev1.ConfigMapList{}, "config")) == 1 }, nil)
 
-	// Settle: no write for two seconds.
-	last := mgr.Writes.Load()
-	e.Eventually("the operator to settle", func() bool {
-		time.Sleep(2 * time.Second)
-		now := mgr.Writes.Load()
-		settled := now == last
-		last = now
-		return settled
-	}, nil)
+	settle(t, e)
 
 	glances, backends := reconciles(t, "glance"), reconciles(t, "glancebackend")
 	before, reads := mgr.Writes.Load(), mgr.Reads.Mark()
