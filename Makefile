@@ -23,7 +23,7 @@ help: ## List the targets.
 ##@ Main commands
 
 .PHONY: run
-run: control-plane localcluster $(if $(filter real,$(NODE)),realnode-roots) ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it. NODE=real: a real node, the chart installed with helm, a sample Glance serving uploads.
+run: $(if $(filter real,$(NODE)),packages) control-plane localcluster $(if $(filter real,$(NODE)),realnode-roots) ## Start a local cluster with the CRDs and the sample Glance; Ctrl-C stops it. NODE=real: a real node, the chart installed with helm, a sample Glance serving uploads.
 ifeq ($(NODE),real)
 	exec bin/localcluster -mode=cluster -node=real -dir=$(RUN_DIR)/cluster
 else
@@ -44,9 +44,15 @@ test: test-prerequisites ## Run every suite: real control plane, real Glance.
 # plane compiles; the checks come after, as verify-generated rewrites the
 # files vet reads.
 .PHONY: test-prerequisites
-test-prerequisites:
+test-prerequisites: packages
 	$(MAKE) --no-print-directory -j3 --output-sync=target control-plane realnode-roots mod-download
 	$(MAKE) --no-print-directory verify-generated vet
+
+# The Debian packages the suites and the real node need, those missing
+# only (apt-get; root or sudo).
+.PHONY: packages
+packages: ## Install the Debian packages make test and make run NODE=real need (those missing only).
+	hack/install-packages.sh
 
 .PHONY: mod-download
 mod-download:

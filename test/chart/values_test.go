@@ -68,6 +68,8 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"unknown resources key":    {map[string]any{"manager": map[string]any{"resources": map[string]any{"limit": map[string]any{}}}}, "/manager/resources"},
 		"unknown issuerRef key":    {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "x", "namespace": "y"}}}}, "/webhook/certManager/issuerRef"},
 		"number as extra object":   {map[string]any{"extraObjects": []any{1}}, "/extraObjects/0"},
+		// global is open to an umbrella's keys, not to wrong types of its own.
+		"bad global registry": {map[string]any{"global": map[string]any{"imageRegistry": "a//b"}}, "/global/imageRegistry"},
 	} {
 		_, err := Render(c.values, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -109,6 +111,8 @@ func TestValuesSchemaAccepts(t *testing.T) {
 		"webhook":      webhook,
 		"commonLabels": map[string]any{"team": "platform"},
 		"extraObjects": []any{"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"},
+		// An umbrella chart's globals, meant for its other subcharts.
+		"global": map[string]any{"storageClass": "fast", "postgresql": map[string]any{"auth": map[string]any{"username": "x"}}},
 	}
 	if _, err := Render(values, Options{}); err != nil {
 		t.Fatalf("render: %v", err)
