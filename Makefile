@@ -31,13 +31,18 @@ else
 		-apply test/samples/dependencies.yaml -apply test/samples/glance.yaml
 endif
 
+# The real-node suites run last and alone: a kubelet, containerd and real
+# pods on 2 cores share the machine with no other suite.
+REALNODE_PKGS := ./test/realnode/...
+
 .PHONY: test
 test: test-prerequisites ## Run every suite: real control plane, real Glance.
-	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 $$($(GO) list ./... | grep -v '/test/realnode\(/\|$$\)')
 	$(MAKE) --no-print-directory test-monitoring
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 -p 1 $(REALNODE_PKGS)
 
 # What the suites need, built before any of them runs. The Debian roots and
 # the module downloads wait on the network and the disk while the control
@@ -168,18 +173,18 @@ release: ## Publish to REGISTRY: both images as linux/amd64+arm64 indexes with S
 	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -out bin/release
 
 .PHONY: control-plane
-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once).
+control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once per machine, into the artifact cache; linked from bin/k8s/).
 	hack/build-control-plane.sh all
 	hack/build-control-plane.sh node
 
-# The Debian roots (hack/debianroots/NAME.packages) build into
-# bin/debianroots/NAME-<key>, once per definition.
+# The Debian roots (hack/debianroots/NAME.packages) build into the artifact
+# cache as debianroots/NAME-<key>, once per definition and machine.
 .PHONY: conformance-root
-conformance-root: ## Build the Debian trixie root with Glance for the conformance suite (once; root + debootstrap).
+conformance-root: ## Build the Debian trixie root with Glance for the conformance suite (once per machine, into the artifact cache; root + debootstrap).
 	hack/debianroots/build.sh glance
 
 .PHONY: realnode-roots
-realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade and trixie's MariaDB (once; root + debootstrap).
+realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade and trixie's MariaDB (once per machine, into the artifact cache; root + debootstrap).
 	hack/debianroots/build.sh glance-sid mariadb
 
 
@@ -207,5 +212,11 @@ clean: ## Remove run state (keeps the built control-plane binaries).
 	rm -rf $(RUN_DIR)
 
 .PHONY: clean-all
-clean-all: clean ## Remove run state and the built control-plane binaries.
+clean-all: clean ## Remove run state and bin/ (the artifact cache stays: make clean-cache).
 	rm -rf bin
+
+# Every clone on the machine shares the cache (hack/artifact-cache.sh): the
+# next build in any of them builds what it needs again.
+.PHONY: clean-cache
+clean-cache: ## Empty the machine's artifact cache: control-plane and node binaries, Debian roots.
+	rm -rf "$$(hack/artifact-cache.sh dir)"

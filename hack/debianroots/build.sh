@@ -2,13 +2,15 @@
 # Builds the named Debian roots the test suites run programs from and make
 # images of: for each NAME, a debootstrap minbase of the suite that
 # hack/debianroots/NAME.packages names on its "# suite: SUITE" line, plus the
-# packages that file lists (one a line; "#" starts a comment), into
-# bin/debianroots/NAME-<key>/, where <key> digests NAME.packages and this
-# script, so that changing either builds a new root. A second run with the
-# same inputs does nothing. test/debianroot computes the same key to find the
+# packages that file lists (one a line; "#" starts a comment), into the
+# machine's artifact cache (hack/artifact-cache.sh) as debianroots/NAME-<key>/,
+# where <key> digests NAME.packages and this script, so that changing either
+# builds a new root. A second run with the same inputs, from this clone or
+# another, does nothing. test/debianroot computes the same key to find the
 # root.
 #
 #   hack/debianroots/build.sh NAME...
+#   hack/debianroots/build.sh keys NAME...   print each root's cache entry, build nothing
 #
 # The Debian mirror is the one this machine's apt uses, read from the apt
 # sources at run time (DEBIAN_MIRROR, or the older CONFORMANCE_DEBIAN_MIRROR,
@@ -20,7 +22,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out_parent="$root/bin/debianroots"
+# shellcheck source=hack/artifact-cache.sh
+. "$root/hack/artifact-cache.sh"
+out_parent="$artifact_cache/debianroots"
 # A root's directory is NAME-<12 hex digits>: the pattern keeps a name's
 # roots apart from another's (glance-<key> from glance-sid-<key>).
 hex12='[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]'
@@ -70,7 +74,7 @@ host_mirror() {
   done
 }
 
-# build NAME: builds bin/debianroots/NAME-<key> unless it exists.
+# build NAME: builds debianroots/NAME-<key> in the cache unless it exists.
 build() {
   local name=$1
   local def="$here/$name.packages"
@@ -88,13 +92,18 @@ build() {
   local key out
   key=$(cat "$def" "$here/build.sh" | sha256sum | cut -c1-12)
   out="$out_parent/$name-$key"
+  if $keys_only; then
+    echo "$name debianroots/$name-$key"
+    return 0
+  fi
 
   if [ -d "$out" ]; then
-    echo "$log: up to date in ${out#$root/}"
+    touch -h "$out" 2>/dev/null || true
+    echo "$log: up to date in $out"
     return 0
   fi
   if [ "$(id -u)" != 0 ]; then
-    echo "$log: building ${out#$root/} needs root (debootstrap, chroot)" >&2
+    echo "$log: building $out needs root (debootstrap, chroot)" >&2
     return 1
   fi
   if ! command -v debootstrap >/dev/null; then
@@ -112,7 +121,7 @@ build() {
   exec 9>"$out_parent/.$name.lock"
   flock 9
   if [ -d "$out" ]; then
-    echo "$log: up to date in ${out#$root/}"
+    echo "$log: up to date in $out"
     exec 9>&-
     return 0
   fi
@@ -131,11 +140,11 @@ build() {
   fi
 
   local debootstrap_log="$out_parent/.$name.debootstrap.log" packages_log="$out_parent/.$name.packages.log"
-  echo "$log: debootstrap $suite (minbase) into ${out#$root/}"
+  echo "$log: debootstrap $suite (minbase) into $out"
   local start=$SECONDS
   debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$debootstrap_log" 2>&1 || {
     tail -n 30 "$debootstrap_log" >&2
-    echo "$log: debootstrap failed; the log is ${debootstrap_log#$root/}" >&2
+    echo "$log: debootstrap failed; the log is $debootstrap_log" >&2
     return 1
   }
   echo "$log: minbase in $((SECONDS - start))s; installing ${packages[*]}"
@@ -157,7 +166,7 @@ build() {
       sh -euc "apt-get -q -o Acquire::Check-Valid-Until=false update && apt-get -q install -y --no-install-recommends \"\$@\" && apt-get clean && rm -rf /var/lib/apt/lists/*" apt "$@"
   ' sh "$tmp" "${packages[@]}" >"$packages_log" 2>&1 || {
     tail -n 30 "$packages_log" >&2
-    echo "$log: installing the packages failed; the log is ${packages_log#$root/}" >&2
+    echo "$log: installing the packages failed; the log is $packages_log" >&2
     return 1
   }
   echo "$log: packages in $((SECONDS - start))s"
@@ -181,22 +190,18 @@ build() {
 
   mv "$tmp" "$out"
   trap - EXIT
-  # Roots of this name built from other inputs are stale. Each is renamed
-  # to a hidden directory first: a walk of the tree (go list ./...) never
-  # meets one half removed.
-  local old
-  for old in "$out_parent/$name"-$hex12; do
-    if [ "$old" != "$out" ] && [ -d "$old" ]; then
-      mv "$old" "$out_parent/.${old##*/}.stale.$$"
-      rm -rf "$out_parent/.${old##*/}.stale.$$"
-    fi
-  done
+  # Roots of this name from other inputs go when no build has used them
+  # for a week: another clone may be at another revision.
+  artifact_cache_trim "$out" "$name-$hex12"
   exec 9>&-
-  echo "$log: built ${out#$root/} ($(du -sh "$out" | cut -f1))"
+  echo "$log: built $out ($(du -sh "$out" | cut -f1))"
 }
 
+keys_only=false
+if [ "$1" = keys ]; then keys_only=true; shift; fi
 for name in "$@"; do
   build "$name"
 done
-# The one root of an earlier layout, bin/conformance/trixie-<key>, is stale.
-rm -rf "$root/bin/conformance"
+$keys_only && exit 0
+# Roots of earlier layouts, in the clone, are stale.
+rm -rf "$root/bin/conformance" "$root/bin/debianroots"

@@ -24,7 +24,7 @@
 // are the one addition to a container's environment.
 //
 // Running it: `make conformance-root` once (root, the Debian package
-// debootstrap; a few minutes and 850 MB into bin/debianroots/; see
+// debootstrap; a few minutes and 850 MB into the artifact cache; see
 // test/debianroot), then `go test ./test/conformance` as root with the
 // Debian package mariadb-server installed; `make test` does both. The suite
 // fails, never skips, when a prerequisite is missing, naming what provides

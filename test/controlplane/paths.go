@@ -3,7 +3,8 @@
 // server (etcd + kube-apiserver) or a full local cluster (etcd,
 // kube-apiserver with RBAC, kube-controller-manager, kube-scheduler and kwok
 // with fake nodes). The binaries are built from the Go module proxy by
-// hack/build-control-plane.sh into bin/k8s/<version>/.
+// hack/build-control-plane.sh into the artifact cache and linked from
+// bin/k8s/<version>/.
 package controlplane
 
 import (
@@ -22,6 +23,24 @@ const KubernetesVersion = "v1.37.2"
 
 // BinDirEnv overrides where the control-plane binaries are looked up.
 const BinDirEnv = "GLANCE_CONTROL_PLANE_BIN"
+
+// ArtifactCacheEnv overrides the machine's artifact cache directory.
+const ArtifactCacheEnv = "GLANCE_OPERATOR_CACHE"
+
+// ArtifactCache returns the directory where hack/artifact-cache.sh keeps the
+// heavy artifacts every clone on the machine shares (control-plane binaries,
+// Debian roots), each named by the digest of its inputs:
+// $GLANCE_OPERATOR_CACHE, else glance-operator in the user's cache directory.
+func ArtifactCache() (string, error) {
+	if dir := os.Getenv(ArtifactCacheEnv); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("the artifact cache: %w; set %s", err, ArtifactCacheEnv)
+	}
+	return filepath.Join(dir, "glance-operator"), nil
+}
 
 // EnvtestBinaries are what an envtest API server needs.
 var EnvtestBinaries = []string{"etcd", "kube-apiserver", "kubectl"}

@@ -5,8 +5,9 @@
 //
 // A root is defined by hack/debianroots/NAME.packages (a "# suite: SUITE"
 // line and the packages to install on a debootstrap minbase) and built into
-// bin/debianroots/NAME-<key>, key being the first 12 hex digits of
-// sha256(NAME.packages || build.sh): a change to either means a new root.
+// the machine's artifact cache as debianroots/NAME-<key>, key being the first
+// 12 hex digits of sha256(NAME.packages || build.sh): a change to either means
+// a new root.
 package debianroot
 
 import (
@@ -24,7 +25,7 @@ import (
 // Root is one root hack/debianroots defines.
 type Root struct {
 	// Name names the definition hack/debianroots/<Name>.packages and the
-	// built root bin/debianroots/<Name>-<key>.
+	// built root debianroots/<Name>-<key> in the artifact cache.
 	Name string
 	// Target is the make target that builds the root.
 	Target string
@@ -65,6 +66,16 @@ func (r Root) Dir() (string, error) {
 			return r.check(dir)
 		}
 	}
+	dir, err := r.CacheEntry()
+	if err != nil {
+		return "", err
+	}
+	return r.check(dir)
+}
+
+// CacheEntry returns where hack/debianroots/build.sh builds the root for the
+// current definition and script, built or not.
+func (r Root) CacheEntry() (string, error) {
 	repo, def, err := r.definition()
 	if err != nil {
 		return "", err
@@ -77,7 +88,11 @@ func (r Root) Dir() (string, error) {
 	h.Write(def)
 	h.Write(script)
 	key := hex.EncodeToString(h.Sum(nil))[:12]
-	return r.check(filepath.Join(repo, "bin", "debianroots", r.Name+"-"+key))
+	cache, err := controlplane.ArtifactCache()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "debianroots", r.Name+"-"+key), nil
 }
 
 func (r Root) check(dir string) (string, error) {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/c5c3/glance-operator/pkg/release"
+	"github.com/c5c3/glance-operator/test/controlplane"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
@@ -268,6 +270,34 @@ func eachEntry(r io.Reader, fn func(h *tar.Header, r io.Reader) error) error {
 		}
 		if err := fn(h, tr); err != nil {
 			return err
+		}
+	}
+}
+
+// TestCacheEntryAgreesWithTheBuildScript: the suites look each root up in
+// the cache entry hack/debianroots/build.sh builds it into.
+func TestCacheEntryAgreesWithTheBuildScript(t *testing.T) {
+	t.Setenv(controlplane.ArtifactCacheEnv, t.TempDir())
+	repo, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(repo, "hack", "debianroots", "build.sh"), "keys", Glance.Name, GlanceSid.Name, MariaDB.Name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("build.sh keys: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	cache, _ := controlplane.ArtifactCache()
+	for i, r := range []Root{Glance, GlanceSid, MariaDB} {
+		entry, err := r.CacheEntry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= len(lines) {
+			t.Fatalf("build.sh keys printed %q, no line for %s", out, r.Name)
+		}
+		if want := r.Name + " " + strings.TrimPrefix(entry, cache+"/"); lines[i] != want {
+			t.Errorf("build.sh keys says %q, the suites look in %q", lines[i], want)
 		}
 	}
 }
