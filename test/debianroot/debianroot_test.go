@@ -301,3 +301,63 @@ func TestCacheEntryAgreesWithTheBuildScript(t *testing.T) {
 		}
 	}
 }
+
+// TestImagesAreCachedByTheirInputs: an image of a root is written once per
+// inputs; the same inputs give the same archive and digest without writing
+// again, another ref another entry, and the recorded digest is the one the
+// writer returned.
+func TestImagesAreCachedByTheirInputs(t *testing.T) {
+	t.Setenv(controlplane.ArtifactCacheEnv, t.TempDir())
+	t.Setenv(MariaDB.Env(), "")
+	// A small stand-in for the MariaDB root where the cache keeps it.
+	entry, err := MariaDB.CacheEntry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append([]string{"var/lib/mysql/ibdata1", "etc/mysql/my.cnf"}, MariaDB.Files...) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(entry, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(entry, f), []byte(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	archive, digest, err := MariaDBImageArchive("test/mariadb:one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := WriteMariaDBImage(filepath.Join(t.TempDir(), "direct.oci.tar"), "test/mariadb:one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != want {
+		t.Errorf("cached image's digest %s, the writer's %s", digest, want)
+	}
+	layoutImage(t, archive, digest)
+
+	writes := 0
+	count := func(archive string) (v1.Hash, error) {
+		writes++
+		return WriteMariaDBImage(archive, "test/mariadb:one")
+	}
+	again, againDigest, err := cachedImage(MariaDB, "mariadb", "test/mariadb:one", count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != archive || againDigest != digest || writes != 0 {
+		t.Errorf("the same inputs again: %s %s after %d writes, want %s %s after none", again, againDigest, writes, archive, digest)
+	}
+	other, _, err := cachedImage(MariaDB, "mariadb", "test/mariadb:two", count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == archive || writes != 1 {
+		t.Errorf("another ref: %s after %d writes, want a new entry written once", other, writes)
+	}
+
+	t.Setenv(MariaDB.Env(), entry)
+	if _, _, err := MariaDBImageArchive("test/mariadb:one"); err == nil || !strings.Contains(err.Error(), MariaDB.Env()) {
+		t.Errorf("an overridden root: %v, want an error naming %s", err, MariaDB.Env())
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -57,7 +56,8 @@ type SceneImages struct {
 }
 
 // PushSceneImages builds and pushes the scene's images, at the same time:
-// the Glance images of root tagged with each of releases.
+// the Glance images of root tagged with each of releases. The images of the
+// Debian roots come from the artifact cache, written once per machine.
 func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, releases []string) (SceneImages, error) {
 	reg, dir := e.Cluster.Registry, e.ImageDir()
 	var imgs SceneImages
@@ -67,8 +67,8 @@ func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, release
 		imgs.StandIns, errs[0] = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1")
 	})
 	wg.Go(func() {
-		archive := filepath.Join(dir, "mariadb.oci.tar")
-		if _, errs[1] = debianroot.WriteMariaDBImage(archive, "test/mariadb:trixie"); errs[1] == nil {
+		var archive string
+		if archive, _, errs[1] = debianroot.MariaDBImageArchive("test/mariadb:trixie"); errs[1] == nil {
 			imgs.MariaDB, errs[1] = reg.Push(ctx, archive, "test/mariadb", "trixie")
 		}
 	})
@@ -91,8 +91,7 @@ func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, release
 	var errs []error
 	for mode, tags := range byMode {
 		wg.Go(func() {
-			archive := filepath.Join(e.ImageDir(), "glance-"+root.Name+"-"+string(mode)+".oci.tar")
-			_, err := debianroot.WriteGlanceImage(root, mode, archive, "openstack/glance:"+tags[0])
+			archive, _, err := debianroot.GlanceImageArchive(root, mode, "openstack/glance:"+tags[0])
 			for _, tag := range tags {
 				if err == nil {
 					_, err = e.Cluster.Registry.Push(ctx, archive, "openstack/glance", tag)
