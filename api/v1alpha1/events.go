@@ -43,7 +43,7 @@ const (
 // EventReasons are the reasons of every event the operator emits: the
 // constants above, the condition reason of a failed db-purge run, those of
 // a refused upgrade and of a failed schema Job run, and the failure
-// reasons of the Glance pipeline's steps. The README's Operations section lists them.
+// reasons of the Glance pipeline's steps. docs/operations.md lists them.
 var EventReasons = []string{
 	EventRemoteChildrenAbandoned, EventFinalizingDatabase, EventDatabaseFinalized, EventNetworkPolicyRefused,
 	EventGlanceBackendSkipped, EventDeploymentRolloutComplete, EventImageCacheEvicted, ReasonPaused, EventResumed,

@@ -8,18 +8,18 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 )
 
-// The README's Events table lists every reason the operator emits, and no
-// other.
-func TestREADMEListsEveryEventReason(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// The Events table of docs/operations.md lists every reason the operator
+// emits, and no other.
+func TestDocsListEveryEventReason(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### Events\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Events\n")
 	if !ok {
-		t.Fatal("README has no ### Events section")
+		t.Fatal("docs/operations.md has no ## Events section")
 	}
-	section, _, _ = strings.Cut(section, "\n### ")
+	section, _, _ = strings.Cut(section, "\n#")
 	listed := map[string]bool{}
 	for _, line := range strings.Split(section, "\n") {
 		if !strings.HasPrefix(line, "| `") {
@@ -32,11 +32,11 @@ func TestREADMEListsEveryEventReason(t *testing.T) {
 	}
 	for _, reason := range v1alpha1.EventReasons {
 		if !listed[reason] {
-			t.Errorf("README's Events table does not list %s", reason)
+			t.Errorf("the Events table of docs/operations.md does not list %s", reason)
 		}
 		delete(listed, reason)
 	}
 	for reason := range listed {
-		t.Errorf("README's Events table lists %s, which the operator never emits", reason)
+		t.Errorf("the Events table of docs/operations.md lists %s, which the operator never emits", reason)
 	}
 }

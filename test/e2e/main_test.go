@@ -179,7 +179,7 @@ func checkManagerNotForbidden() error {
 
 // checkEventReasons fails the suite when glance-operator emitted, in any
 // story, an event whose reason is not one of v1alpha1.EventReasons, the
-// list the README documents.
+// list docs/operations.md documents.
 func checkEventReasons() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -199,7 +199,7 @@ func checkEventReasons() error {
 		}
 	}
 	if len(unknown) > 0 {
-		return fmt.Errorf("glance-operator emitted events whose reason v1alpha1.EventReasons (and the README) does not list: %s", strings.Join(unknown, "; "))
+		return fmt.Errorf("glance-operator emitted events whose reason v1alpha1.EventReasons (and docs/operations.md) does not list: %s", strings.Join(unknown, "; "))
 	}
 	// A run of a few stories may emit none; the whole suite emits dozens.
 	fmt.Printf("%d events of glance-operator, each reason listed\n", emitted)
