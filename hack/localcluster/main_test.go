@@ -144,25 +144,20 @@ func openPTY(t *testing.T) (controller, terminal *os.File) {
 	return controller, terminal
 }
 
-// TestCtrlCUnderMakeExitsZero runs the program the way `make run` does, on
-// a terminal, and presses Ctrl-C once it is up: make exits 0. The terminal
-// signals its whole foreground group, and GNU make exits 130 whenever the
-// signal reaches make itself, so this holds only if Ctrl-C reaches the
-// program alone.
+// TestCtrlCUnderMakeExitsZero runs the README's `make run` on a terminal
+// (its run state in a temporary RUN_DIR): the sample Glance turns Ready, and
+// Ctrl-C once it is up makes make exit 0. The terminal signals its whole
+// foreground group, and GNU make exits 130 whenever the signal reaches make
+// itself, so this holds only if Ctrl-C reaches the program alone.
 func TestCtrlCUnderMakeExitsZero(t *testing.T) {
-	bin := buildLocalcluster(t)
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	makefile := filepath.Join(t.TempDir(), "Makefile")
-	if err := os.WriteFile(makefile, []byte(fmt.Sprintf("run:\n\t%s -mode=apiserver -dir %s\n", bin, dir)), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	controller, terminal := openPTY(t)
 	defer controller.Close()
-	cmd := exec.Command("make", "--no-print-directory", "-f", makefile, "run")
+	cmd := exec.Command("make", "--no-print-directory", "run", "RUN_DIR="+dir)
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = root, terminal, terminal, terminal
 	// make leads a session on the terminal, as the login shell's job does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -177,7 +172,10 @@ func TestCtrlCUnderMakeExitsZero(t *testing.T) {
 	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
 
-	waitOutput(t, &out, "Press Ctrl-C to stop.", exited, 2*time.Minute)
+	waitOutput(t, &out, "Press Ctrl-C to stop.", exited, 5*time.Minute)
+	if !strings.Contains(out.String(), "Ready after") {
+		t.Errorf("make run is up without the sample Glance Ready:\n%s", out.String())
+	}
 	if _, err := controller.Write([]byte{0x03}); err != nil { // Ctrl-C
 		t.Fatal(err)
 	}
@@ -192,5 +190,5 @@ func TestCtrlCUnderMakeExitsZero(t *testing.T) {
 	if !strings.Contains(out.String(), "stopping ...") {
 		t.Errorf("no clean stop:\n%s", out.String())
 	}
-	apiServerGone(t, dir)
+	apiServerGone(t, filepath.Join(dir, "cluster"))
 }
