@@ -83,11 +83,45 @@ var Matrix = []Install{
 		"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s",
 	}}}},
 	{"target-cluster-rbac", map[string]any{"targetCluster": map[string]any{"rbac": true}}},
+	// Values of the Deployments themselves, with the global priority class
+	// beside an umbrella chart's global key (Recreate: deployments_test.go).
+	{"deployment-overrides", map[string]any{
+		"global": map[string]any{"priorityClassName": "platform-critical", "storageClass": "fast"},
+		"manager": map[string]any{
+			"strategy":             map[string]any{"rollingUpdate": map[string]any{"maxSurge": 0, "maxUnavailable": 1}},
+			"revisionHistoryLimit": 3,
+			"livenessProbe":        map[string]any{"timeoutSeconds": 5, "failureThreshold": 6},
+			"readinessProbe":       map[string]any{"periodSeconds": 15, "successThreshold": 2},
+			"extraContainers":      []any{sidecar("log-shipper")},
+		},
+		"webhook": map[string]any{
+			"priorityClassName":    "webhook-critical",
+			"strategy":             map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": "0%"}},
+			"revisionHistoryLimit": 0,
+			"livenessProbe":        map[string]any{"initialDelaySeconds": 5, "timeoutSeconds": 3},
+			"readinessProbe":       map[string]any{"failureThreshold": 2},
+			"extraContainers":      []any{sidecar("cert-watcher")},
+		},
+	}},
 	{"webhook-network-policy", map[string]any{"webhook": map[string]any{"networkPolicy": map[string]any{
 		"enabled":        true,
 		"apiServerCIDRs": []any{"10.0.0.0/24", "fd00::/64"},
 		"metricsFrom":    []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
 	}}}},
+}
+
+// sidecar is an extraContainers entry that the restricted Pod Security
+// Standard admits.
+func sidecar(name string) map[string]any {
+	return map[string]any{
+		"name":  name,
+		"image": "registry.example.com/" + name + ":1.0",
+		"securityContext": map[string]any{
+			"allowPrivilegeEscalation": false,
+			"readOnlyRootFilesystem":   true,
+			"capabilities":             map[string]any{"drop": []any{"ALL"}},
+		},
+	}
 }
 
 // MatrixValues returns the values of the matrix install name.

@@ -69,7 +69,18 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"unknown issuerRef key":    {map[string]any{"webhook": map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "x", "namespace": "y"}}}}, "/webhook/certManager/issuerRef"},
 		"number as extra object":   {map[string]any{"extraObjects": []any{1}}, "/extraObjects/0"},
 		// global is open to an umbrella's keys, not to wrong types of its own.
-		"bad global registry": {map[string]any{"global": map[string]any{"imageRegistry": "a//b"}}, "/global/imageRegistry"},
+		"bad global registry":         {map[string]any{"global": map[string]any{"imageRegistry": "a//b"}}, "/global/imageRegistry"},
+		"number as priority class":    {map[string]any{"global": map[string]any{"priorityClassName": 5}}, "/global/priorityClassName"},
+		"unknown strategy":            {map[string]any{"manager": map[string]any{"strategy": map[string]any{"type": "Bogus"}}}, "/manager/strategy/type"},
+		"Recreate with rollingUpdate": {map[string]any{"manager": map[string]any{"strategy": map[string]any{"type": "Recreate", "rollingUpdate": map[string]any{"maxSurge": 1}}}}, "/manager/strategy/rollingUpdate"},
+		"surge neither number nor %":  {map[string]any{"webhook": map[string]any{"strategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": "1"}}}}, "/webhook/strategy/rollingUpdate/maxSurge"},
+		"negative revision history":   {map[string]any{"webhook": map[string]any{"revisionHistoryLimit": -1}}, "/webhook/revisionHistoryLimit"},
+		"probe timeout not a number":  {map[string]any{"manager": map[string]any{"readinessProbe": map[string]any{"timeoutSeconds": "x"}}}, "/manager/readinessProbe/timeoutSeconds"},
+		"probe handler as a timing":   {map[string]any{"webhook": map[string]any{"livenessProbe": map[string]any{"exec": map[string]any{}}}}, "/webhook/livenessProbe"},
+		// The API server takes no successThreshold but 1 for a liveness probe.
+		"liveness successThreshold": {map[string]any{"manager": map[string]any{"livenessProbe": map[string]any{"successThreshold": 2}}}, "/manager/livenessProbe/successThreshold"},
+		"sidecars not a list":       {map[string]any{"webhook": map[string]any{"extraContainers": map[string]any{"name": "x"}}}, "/webhook/extraContainers"},
+		"sidecar without a name":    {map[string]any{"manager": map[string]any{"extraContainers": []any{map[string]any{"image": "x"}}}}, "/manager/extraContainers/0"},
 	} {
 		_, err := Render(c.values, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -287,3 +287,35 @@ spec:
       {{- include "glance-operator.selectorLabels" (list $ $component) | nindent 6 }}
 {{- end }}
 {{- end }}
+
+{{/* A component's PriorityClass: its own, else the global one. Include with (list $ "manager"). */}}
+{{- define "glance-operator.priorityClassName" -}}
+{{- $ := index . 0 -}}
+{{- (index $.Values (index . 1)).priorityClassName | default $.Values.global.priorityClassName }}
+{{- end }}
+
+{{/*
+A component's Deployment strategy and revision history, each only when set:
+unset, the API server's defaults apply and the Deployment renders as it did
+before these values. Include with .Values.manager.
+*/}}
+{{- define "glance-operator.rollout" -}}
+{{- with .strategy }}
+strategy:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- /* 0 is a limit of its own; only "" means unset. */}}
+{{- if ne (toString .revisionHistoryLimit) "" }}
+revisionHistoryLimit: {{ .revisionHistoryLimit }}
+{{- end }}
+{{- end }}
+
+{{/* An HTTP probe of the health port with the values' timings: include with (list "/healthz" .Values.manager.livenessProbe). */}}
+{{- define "glance-operator.probe" -}}
+httpGet:
+  path: {{ index . 0 }}
+  port: health
+{{- with index . 1 }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
