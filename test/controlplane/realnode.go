@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -264,7 +267,7 @@ fileCheckFrequency: 10s
 // and refuses every other name: it forwards nothing off the machine.
 func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, image string) error {
 	const ns, name = "kube-system", "coredns"
-	labels := map[string]string{"k8s-app": "kube-dns"}
+	labels := DNSLabels
 	corefile := fmt.Sprintf(`%s:1053 in-addr.arpa:1053 ip6.arpa:1053 {
     errors
     health :8080
@@ -332,12 +335,30 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
 				{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
 				{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP},
 			},
+			// A request, as CoreDNS's own manifests have: without one the
+			// pod is BestEffort, and the kubelet gives BestEffort pods the
+			// least CPU weight there is (cpu.shares 2 against a Glance
+			// pod's 102), shared with every other BestEffort pod (MariaDB,
+			// the stand-ins). On a busy machine CoreDNS then waited
+			// seconds for a CPU: lookups timed out, and its probes too.
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("100m"),
+				corev1.ResourceMemory: resource.MustParse("70Mi"),
+			}},
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}},
 				PeriodSeconds: 2,
 			},
+			// CoreDNS's own manifests' liveness probe: a restart cannot
+			// make a slow machine faster, and restarting the node's only
+			// DNS server fails every lookup until it is back. One second
+			// was too tight: the kubelet killed CoreDNS because its
+			// answers took longer on a loaded machine.
 			LivenessProbe: &corev1.Probe{
-				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
+				ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8080)}},
+				InitialDelaySeconds: 60,
+				TimeoutSeconds:      5,
+				FailureThreshold:    5,
 			},
 			VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
 		}},
@@ -450,4 +471,75 @@ func (c *Cluster) stopNode() error {
 		c.unlockHost = nil
 	}
 	return errors.Join(errs...)
+}
+
+// DNSLabels select the node's CoreDNS pods.
+var DNSLabels = map[string]string{"k8s-app": "kube-dns"}
+
+// DNSRestarts describes each CoreDNS container the kubelet restarted: its
+// pod, its restart count and how its last run ended. Empty when CoreDNS ran
+// throughout.
+func DNSRestarts(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: DNSLabels})})
+	if err != nil {
+		return nil, err
+	}
+	if len(pods.Items) == 0 {
+		return nil, errors.New("no CoreDNS pod in kube-system")
+	}
+	var restarts []string
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.RestartCount == 0 {
+				continue
+			}
+			last := "no record of its last run"
+			if t := s.LastTerminationState.Terminated; t != nil {
+				last = fmt.Sprintf("last run ended %s: %s, exit code %d", t.FinishedAt.UTC().Format(time.TimeOnly), t.Reason, t.ExitCode)
+			}
+			restarts = append(restarts, fmt.Sprintf("pod %s container %s: %d restarts; %s", p.Name, s.Name, s.RestartCount, last))
+		}
+	}
+	return restarts, nil
+}
+
+// CPUWeights are the CPU weights the kernel gives the cgroup of the pod with
+// uid on this machine and each of its parents below kubepods, the pod's
+// first: cpu.shares under cgroup v1, cpu.weight under v2; least is the
+// least weight there is (2 and 1). The kubelet sets them from the pod's
+// requests; a BestEffort pod gets the least, and so does its QoS class's
+// cgroup.
+func CPUWeights(uid string) (weights []int, least int, err error) {
+	for _, h := range []struct {
+		root, file string
+		least      int
+	}{
+		{"/sys/fs/cgroup/cpu/kubepods", "cpu.shares", 2},
+		{"/sys/fs/cgroup/kubepods", "cpu.weight", 1},
+	} {
+		dirs, err := filepath.Glob(filepath.Join(h.root, "pod"+uid))
+		if err != nil {
+			return nil, 0, err
+		}
+		more, err := filepath.Glob(filepath.Join(h.root, "*", "pod"+uid))
+		if err != nil {
+			return nil, 0, err
+		}
+		if dirs = append(dirs, more...); len(dirs) == 0 {
+			continue
+		}
+		for d := dirs[0]; d != h.root; d = filepath.Dir(d) {
+			b, err := os.ReadFile(filepath.Join(d, h.file))
+			if err != nil {
+				return nil, 0, err
+			}
+			w, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", filepath.Join(d, h.file), err)
+			}
+			weights = append(weights, w)
+		}
+		return weights, h.least, nil
+	}
+	return nil, 0, fmt.Errorf("no cgroup of pod %s under /sys/fs/cgroup/cpu/kubepods or /sys/fs/cgroup/kubepods", uid)
 }

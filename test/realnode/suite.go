@@ -67,6 +67,16 @@ func (s Suite) Run(m *testing.M) int {
 			return fail(err)
 		}
 		code := m.Run()
+		// The node's one DNS server ran throughout: a restart fails every
+		// lookup of every pod until it is back, which a story would
+		// report as its own failure. The kubelet restarts it when it
+		// crashes or its probes fail, as they did when it was starved of
+		// CPU on a busy machine.
+		if restarts, err := controlplane.DNSRestarts(ctx, e.CS); err != nil {
+			code = fail("the node's CoreDNS:", err)
+		} else if len(restarts) > 0 {
+			code = fail("the node's CoreDNS did not run throughout the suite:\n  " + strings.Join(restarts, "\n  "))
+		}
 		if err := stop(); err != nil {
 			code = fail(err)
 		}

@@ -3,10 +3,12 @@ package stories
 import (
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/testhost"
@@ -141,4 +143,36 @@ func TestNetworkGuard(t *testing.T) {
 		}
 		t.Logf("forward guard dropped %d packets", after-before)
 	})
+}
+
+// TestClusterDNSHasItsShareOfCPU: the kernel gives the node's CoreDNS a
+// CPU weight above the least, at every level of its cgroup. As a
+// BestEffort pod it had the least (cpu.shares 2, its QoS class's cgroup
+// too, against 102 for a Glance pod), and on a busy machine it waited
+// seconds for a CPU: lookups timed out and the kubelet killed it for its
+// probes.
+func TestClusterDNSHasItsShareOfCPU(t *testing.T) {
+	t.Parallel()
+	pods, err := env.CS.CoreV1().Pods("kube-system").List(t.Context(), metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: controlplane.DNSLabels}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatal("no CoreDNS pod")
+	}
+	for _, p := range pods.Items {
+		if p.Status.QOSClass == corev1.PodQOSBestEffort {
+			t.Errorf("pod %s is %s", p.Name, p.Status.QOSClass)
+		}
+		weights, least, err := controlplane.CPUWeights(string(p.UID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(weights, least) {
+			t.Errorf("pod %s: CPU weights %v (its cgroup's first, then its parents' below kubepods): one is the least, %d", p.Name, weights, least)
+		}
+		t.Logf("pod %s (%s): CPU weights %v", p.Name, p.Status.QOSClass, weights)
+	}
 }
