@@ -12,11 +12,18 @@
 #   hack/build-control-plane.sh envtest       etcd + kube-apiserver + kubectl only
 #   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
 #   hack/build-control-plane.sh node          kubelet, kube-proxy and coredns (the real node)
+#   hack/build-control-plane.sh oldest        kube-apiserver of the oldest minor the chart claims
+#                                             (hack/tools/kubernetes-oldest), for test/compat
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 k8s_version=v1.37.2
 kwok_version=v0.8.0
+# The oldest Kubernetes the chart claims (Chart.yaml's kubeVersion): its
+# kube-apiserver comes from a tools module of its own, into a directory of
+# its own; test/compat runs it on the etcd built above.
+k8s_tools="$root/hack/tools/kubernetes"
+if [ "${1:-}" = oldest ]; then k8s_version=v1.31.14 k8s_tools+=-oldest; fi
 out="$root/bin/k8s/$k8s_version"
 set_name=${1:-all}
 
@@ -25,7 +32,8 @@ case "$set_name" in
   all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok cert-manager) ;;
   cert-manager) wanted=(cert-manager) ;;
   node) wanted=(kubelet kube-proxy coredns) ;;
-  *) echo "usage: $0 [all|envtest|cert-manager|node]" >&2; exit 2 ;;
+  oldest) wanted=(kube-apiserver) ;;
+  *) echo "usage: $0 [all|envtest|cert-manager|node|oldest]" >&2; exit 2 ;;
 esac
 
 major=${k8s_version#v}; major=${major%%.*}
@@ -38,7 +46,7 @@ done
 
 # The stamp covers the versions, the link flags and both tools modules:
 # changing any of them rebuilds.
-inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$root"/hack/tools/kubernetes/go.{mod,sum} "$root"/hack/tools/etcd/go.{mod,sum}; } | sha256sum | cut -c1-16)
+inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$k8s_tools"/go.{mod,sum} "$root"/hack/tools/etcd/go.{mod,sum}; } | sha256sum | cut -c1-16)
 # cert-manager has its own tools module (its Kubernetes versions follow
 # cert-manager) and its own stamp, over that module: go.mod, go.sum and the
 # wiring in its *.go files.
@@ -78,7 +86,7 @@ for b in "${missing[@]}"; do
   esac
 done
 if [ ${#k8s_pkgs[@]} -gt 0 ]; then
-  (cd "$root/hack/tools/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$out/" "${k8s_pkgs[@]}")
+  (cd "$k8s_tools" && go build -trimpath -ldflags "$ldflags" -o "$out/" "${k8s_pkgs[@]}")
   for p in "${k8s_pkgs[@]}"; do stamp "${p##*/}"; done
 fi
 
@@ -117,7 +125,7 @@ if [ "$set_name" = all ]; then
 fi
 
 case "$set_name" in
-  all|envtest) "$out/kube-apiserver" --version ;;
+  all|envtest|oldest) "$out/kube-apiserver" --version ;;
   node) "$out/kubelet" --version ;;
 esac
 if [[ " ${wanted[*]} " == *" cert-manager "* ]]; then echo "cert-manager $("$out/cert-manager" --version)"; fi
