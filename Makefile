@@ -18,7 +18,7 @@ FUZZTIME ?= 5m
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ Main commands
 
@@ -50,7 +50,7 @@ test: test-prerequisites ## Run every suite: real control plane, real Glance.
 # files vet reads.
 .PHONY: test-prerequisites
 test-prerequisites: packages
-	$(MAKE) --no-print-directory -j3 --output-sync=target control-plane realnode-roots mod-download
+	$(MAKE) --no-print-directory -j3 --output-sync=target control-plane control-plane-oldest realnode-roots mod-download
 	$(MAKE) --no-print-directory verify-generated vet
 
 # The Debian packages the suites and the real node need, those missing
@@ -68,7 +68,7 @@ mod-download:
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
 # a Debian root, or root to make a test host, and the tests that need one in
 # packages that also hold unit tests: test-unit runs all the others.
-CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/e2e test/install test/conformance test/debianroot test/testhost test/realnode test/realnode/%
+CONTROL_PLANE_DIRS := pkg/operator hack/localcluster test/integration/% test/compat test/e2e test/install test/conformance test/debianroot test/testhost test/realnode test/realnode/%
 CONTROL_PLANE_TESTS := ^(TestIntegration.*|TestServerJudgesReviewsOverTLS|TestCertificateRotationFailsNoReview|TestShutdownDrainsInFlightReviews|TestBackendLookupsUnderLoad|TestTwoClustersSideBySide|TestCertManager|TestBenchScaleSmoke)$$
 UNIT_DIRS = $(filter-out $(CONTROL_PLANE_DIRS),$(patsubst $(CURDIR)/%,%,$(shell $(GO) list -f '{{.Dir}}' ./...)))
 
@@ -176,6 +176,10 @@ release: ## Publish to REGISTRY: both images as linux/amd64+arm64 indexes with S
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once per machine, into the artifact cache; linked from bin/k8s/).
 	hack/build-control-plane.sh all
 	hack/build-control-plane.sh node
+
+.PHONY: control-plane-oldest
+control-plane-oldest: ## Build kube-apiserver of the oldest Kubernetes the chart claims (Chart.yaml's kubeVersion) for test/compat (once per machine, into the artifact cache).
+	hack/build-control-plane.sh oldest
 
 # The Debian roots (hack/debianroots/NAME.packages) build into the artifact
 # cache as debianroots/NAME-<key>, once per definition and machine.

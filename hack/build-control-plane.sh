@@ -5,13 +5,14 @@
 # kwok stages; and, for the real node, kubelet, kube-proxy and CoreDNS.
 #
 # Each binary is built once per machine into the artifact cache
-# (hack/artifact-cache.sh), as k8s/NAME-<digest of its inputs>, and linked
+# (hack/artifact-cache.sh), as k8s/<version>/NAME-<digest of its inputs>, and linked
 # from bin/k8s/<version>/NAME: a second run, or another clone, with the same
 # inputs builds nothing; a changed input rebuilds only the binaries built
 # from it. The inputs of each:
 #   etcd, the Kubernetes binaries, kwok and its stages
 #                  the Kubernetes and kwok versions, the link flags, and the
-#                  tools modules hack/tools/kubernetes and hack/tools/etcd
+#                  tools modules hack/tools/kubernetes (for `oldest`,
+#                  hack/tools/kubernetes-oldest) and hack/tools/etcd
 #   cert-manager   hack/tools/cert-manager (go.mod, go.sum, *.go)
 #   coredns        hack/tools/coredns (go.mod, go.sum, *.go)
 #
@@ -20,6 +21,8 @@
 #   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
 #   hack/build-control-plane.sh node          kubelet, kube-proxy and coredns (the real node)
 #   hack/build-control-plane.sh keys [SET]    print each binary's cache entry, build nothing
+#   hack/build-control-plane.sh oldest        kube-apiserver of the oldest minor the chart claims
+#                                             (hack/tools/kubernetes-oldest), for test/compat
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,18 +30,24 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/hack/artifact-cache.sh"
 k8s_version=v1.37.2
 kwok_version=v0.8.0
-out="$root/bin/k8s/$k8s_version"
-store="$artifact_cache/k8s"
+k8s_tools="$root/hack/tools/kubernetes"
 set_name=${1:-all}
 keys_only=false
 if [ "$set_name" = keys ]; then keys_only=true; set_name=${2:-all}; fi
+# The oldest Kubernetes the chart claims (Chart.yaml's kubeVersion): its
+# kube-apiserver comes from a tools module of its own, into directories of
+# its own; test/compat runs it on the etcd of the set `all`.
+if [ "$set_name" = oldest ]; then k8s_version=v1.31.14 k8s_tools+=-oldest; fi
+out="$root/bin/k8s/$k8s_version"
+store="$artifact_cache/k8s/$k8s_version"
 
 case "$set_name" in
   envtest) wanted=(etcd kube-apiserver kubectl) ;;
   all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok kwok-stages.yaml cert-manager) ;;
   cert-manager) wanted=(cert-manager) ;;
   node) wanted=(kubelet kube-proxy coredns) ;;
-  *) echo "usage: $0 [keys] [all|envtest|cert-manager|node]" >&2; exit 2 ;;
+  oldest) wanted=(kube-apiserver) ;;
+  *) echo "usage: $0 [keys] [all|envtest|cert-manager|node|oldest]" >&2; exit 2 ;;
 esac
 
 major=${k8s_version#v}; major=${major%%.*}
@@ -49,7 +58,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
 
-inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$root"/hack/tools/kubernetes/go.{mod,sum} "$root"/hack/tools/etcd/go.{mod,sum}; } | sha256sum | cut -c1-16)
+inputs_digest=$( { echo "$k8s_version $kwok_version $ldflags"; cat "$k8s_tools"/go.{mod,sum} "$root"/hack/tools/etcd/go.{mod,sum}; } | sha256sum | cut -c1-16)
 # cert-manager has its own tools module (its Kubernetes versions follow
 # cert-manager), and its *.go files hold the wiring.
 cm_dir="$root/hack/tools/cert-manager"
@@ -100,7 +109,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     esac
   done
   if [ ${#k8s_pkgs[@]} -gt 0 ]; then
-    (cd "$root/hack/tools/kubernetes" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${k8s_pkgs[@]}")
+    (cd "$k8s_tools" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${k8s_pkgs[@]}")
   fi
 
   for b in "${missing[@]}"; do
@@ -141,7 +150,7 @@ for b in "${wanted[@]}"; do
 done
 
 case "$set_name" in
-  all|envtest) "$out/kube-apiserver" --version ;;
+  all|envtest|oldest) "$out/kube-apiserver" --version ;;
   node) "$out/kubelet" --version ;;
 esac
 if [[ " ${wanted[*]} " == *" cert-manager "* ]]; then echo "cert-manager $("$out/cert-manager" --version)"; fi

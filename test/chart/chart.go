@@ -218,8 +218,15 @@ func RenderChart(c *helmchart.Chart, values map[string]any, opts Options) (*Rend
 }
 
 // KubeVersion is the version of the local control plane the suites run.
-func KubeVersion() *chartutil.KubeVersion {
-	v := controlplane.KubernetesVersion
+func KubeVersion() *chartutil.KubeVersion { return kubeVersion(controlplane.KubernetesVersion) }
+
+// OldestKubeVersion is the oldest version the chart claims, which
+// test/compat runs.
+func OldestKubeVersion() *chartutil.KubeVersion {
+	return kubeVersion(controlplane.OldestKubernetesVersion)
+}
+
+func kubeVersion(v string) *chartutil.KubeVersion {
 	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
 	return &chartutil.KubeVersion{Version: v, Major: parts[0], Minor: parts[1]}
 }

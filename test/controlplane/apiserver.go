@@ -3,6 +3,7 @@ package controlplane
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -19,6 +20,9 @@ type APIServerOptions struct {
 	Webhooks envtest.WebhookInstallOptions
 	// Output shows the etcd and kube-apiserver output on the test's stdout.
 	Output bool
+	// Oldest runs the kube-apiserver of OldestKubernetesVersion, the oldest
+	// Kubernetes the chart claims, instead of KubernetesVersion's.
+	Oldest bool
 }
 
 // APIServer is a real etcd + kube-apiserver started through envtest.
@@ -39,6 +43,7 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	version, target := KubernetesVersion, "control-plane"
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
 		CRDDirectoryPaths:        paths,
@@ -48,12 +53,20 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	if opts.Oldest {
+		dir, err := OldestBinDir()
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().Path = filepath.Join(dir, "kube-apiserver")
+		version, target = OldestKubernetesVersion, "control-plane-oldest"
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("start envtest control plane from %s: %w", bin, err)
 	}
-	if err := checkServerVersion(cfg); err != nil {
+	if err := checkServerVersion(cfg, version, target); err != nil {
 		_ = env.Stop()
 		return nil, err
 	}
@@ -64,8 +77,9 @@ func StartAPIServer(opts APIServerOptions) (*APIServer, error) {
 func (a *APIServer) Stop() error { return a.Env.Stop() }
 
 // checkServerVersion guards against binaries built without the version
-// ldflags, which report a bogus version and break version-gated behaviour.
-func checkServerVersion(cfg *rest.Config) error {
+// ldflags, which report a bogus version and break version-gated behaviour,
+// and against a stale build of another version.
+func checkServerVersion(cfg *rest.Config, want, target string) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return err
@@ -74,8 +88,8 @@ func checkServerVersion(cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("read server version: %w", err)
 	}
-	if v.GitVersion != KubernetesVersion {
-		return fmt.Errorf("kube-apiserver reports version %q, want %q: rebuild with `make control-plane`", v.GitVersion, KubernetesVersion)
+	if v.GitVersion != want {
+		return fmt.Errorf("kube-apiserver reports version %q, want %q: rebuild with `make %s`", v.GitVersion, want, target)
 	}
 	return nil
 }

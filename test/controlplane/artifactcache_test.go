@@ -40,8 +40,9 @@ func TestArtifactCacheAgreesWithTheScripts(t *testing.T) {
 
 // TestAChangedInputRebuildsOnlyItsBinaries: each binary's cache entry is
 // named by the inputs it is built from, so changing CoreDNS's module moves
-// CoreDNS's entry and no other, and changing the Kubernetes tools module
-// moves the Kubernetes binaries' and not cert-manager's or CoreDNS's.
+// CoreDNS's entry and no other, changing the Kubernetes tools module moves
+// the Kubernetes binaries' and not cert-manager's, CoreDNS's or the oldest
+// Kubernetes', and changing the oldest's moves its kube-apiserver alone.
 func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -75,17 +76,17 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	keys := func() map[string]string {
 		t.Helper()
 		m := map[string]string{}
-		for _, set := range []string{"all", "node"} {
+		for _, set := range []string{"all", "node", "oldest"} {
 			out, err := exec.Command(filepath.Join(tree, "hack", "build-control-plane.sh"), "keys", set).CombinedOutput()
 			if err != nil {
 				t.Fatalf("build-control-plane.sh keys %s: %v\n%s", set, err, out)
 			}
 			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 				name, entry, ok := strings.Cut(line, " ")
-				if !ok || !strings.HasPrefix(entry, "k8s/"+name+"-") {
-					t.Fatalf("keys line %q: want NAME k8s/NAME-<digest>", line)
+				if !ok || !strings.HasPrefix(entry, "k8s/v1.") || !strings.Contains(entry, "/"+name+"-") {
+					t.Fatalf("keys line %q: want NAME k8s/VERSION/NAME-<digest>", line)
 				}
-				m[name] = entry
+				m[set+"/"+name] = entry
 			}
 		}
 		return m
@@ -112,8 +113,11 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	}
 
 	before := keys()
-	if len(before) != 11 {
-		t.Fatalf("keys: %v, want the 8 entries of all and the 3 of node", before)
+	if len(before) != 12 {
+		t.Fatalf("keys: %v, want the 8 entries of all, the 3 of node and oldest's kube-apiserver", before)
+	}
+	if before["all/kube-apiserver"] == before["oldest/kube-apiserver"] {
+		t.Fatalf("both Kubernetes versions' kube-apiserver share the entry %s", before["all/kube-apiserver"])
 	}
 	if again := keys(); len(changed(before, again)) != 0 {
 		t.Fatalf("the same inputs gave other entries: %v, then %v", before, again)
@@ -121,7 +125,7 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 
 	appendTo("hack/tools/coredns/main.go", "\n// a change\n")
 	afterDNS := keys()
-	if got := changed(before, afterDNS); len(got) != 1 || got[0] != "coredns" {
+	if got := changed(before, afterDNS); len(got) != 1 || got[0] != "node/coredns" {
 		t.Errorf("changing CoreDNS's main.go moved %v, want coredns alone", got)
 	}
 
@@ -129,11 +133,16 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	afterK8s := keys()
 	got := changed(afterDNS, afterK8s)
 	for _, name := range got {
-		if name == "coredns" || name == "cert-manager" {
+		if name == "node/coredns" || name == "all/cert-manager" || name == "oldest/kube-apiserver" {
 			t.Errorf("changing the Kubernetes tools module moved %s", name)
 		}
 	}
 	if len(got) != 9 {
 		t.Errorf("changing the Kubernetes tools module moved %v, want the 9 binaries and stages built from it", got)
+	}
+
+	appendTo("hack/tools/kubernetes-oldest/go.sum", "example.com/x v0.0.0 h1:x=\n")
+	if got := changed(afterK8s, keys()); len(got) != 1 || got[0] != "oldest/kube-apiserver" {
+		t.Errorf("changing the oldest Kubernetes' tools module moved %v, want its kube-apiserver alone", got)
 	}
 }

@@ -279,7 +279,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err := c.waitAPIServerReady(ctx, cs); err != nil {
 		return nil, err
 	}
-	if err := checkServerVersion(c.Config); err != nil {
+	if err := checkServerVersion(c.Config, KubernetesVersion, "control-plane"); err != nil {
 		return nil, err
 	}
 

@@ -42,6 +42,15 @@ func ArtifactCache() (string, error) {
 	return filepath.Join(dir, "glance-operator"), nil
 }
 
+// OldestKubernetesVersion is the oldest Kubernetes the chart claims
+// (Chart.yaml's kubeVersion): the compatibility suite (test/compat) runs its
+// kube-apiserver, built by `make control-plane-oldest`, on the etcd of
+// KubernetesVersion.
+const OldestKubernetesVersion = "v1.31.14"
+
+// OldestBinDirEnv overrides where the oldest kube-apiserver is looked up.
+const OldestBinDirEnv = "GLANCE_CONTROL_PLANE_OLDEST_BIN"
+
 // EnvtestBinaries are what an envtest API server needs.
 var EnvtestBinaries = []string{"etcd", "kube-apiserver", "kubectl"}
 
@@ -75,13 +84,25 @@ func RepoRoot() (string, error) {
 // that the named ones are there. A missing binary is an error that names the
 // make target providing it: suites fail, they never skip.
 func BinDir(names ...string) (string, error) {
-	dir := os.Getenv(BinDirEnv)
+	return binDir(BinDirEnv, KubernetesVersion, "control-plane", names)
+}
+
+// OldestBinDir is BinDir for the kube-apiserver of OldestKubernetesVersion.
+func OldestBinDir() (string, error) {
+	return binDir(OldestBinDirEnv, OldestKubernetesVersion, "control-plane-oldest", []string{"kube-apiserver"})
+}
+
+// binDir returns the directory of the binaries of a Kubernetes version,
+// env's value when set, and checks that the named ones are there; a missing
+// one is an error naming the make target that builds it.
+func binDir(env, version, target string, names []string) (string, error) {
+	dir := os.Getenv(env)
 	if dir == "" {
 		root, err := RepoRoot()
 		if err != nil {
 			return "", err
 		}
-		dir = filepath.Join(root, "bin", "k8s", KubernetesVersion)
+		dir = filepath.Join(root, "bin", "k8s", version)
 	}
 	var missing []string
 	for _, n := range names {
@@ -90,7 +111,7 @@ func BinDir(names ...string) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("%w in %s: %s; run `make control-plane` to build them", ErrBinariesMissing, dir, strings.Join(missing, ", "))
+		return "", fmt.Errorf("%w in %s: %s; run `make %s` to build them", ErrBinariesMissing, dir, strings.Join(missing, ", "), target)
 	}
 	return dir, nil
 }

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -10,24 +9,19 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/test/chart"
 	"github.com/c5c3/glance-operator/test/controlplane"
-	"github.com/c5c3/glance-operator/test/operatortest"
 )
 
 func TestEveryRenderIsAccepted(t *testing.T) {
 	ctx := context.Background()
 	for _, ns := range []string{chart.Namespace, "openstack", "tenant-b"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := applier.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
@@ -37,84 +31,9 @@ func TestEveryRenderIsAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// CRDs first: the chart's own kinds must be served before
-			// anything could name them.
-			var crds, rest []*unstructured.Unstructured
-			for _, o := range r.Objects {
-				if o.GetKind() == "CustomResourceDefinition" {
-					crds = append(crds, o)
-				} else {
-					rest = append(rest, o)
-				}
-			}
-			for _, batch := range [][]*unstructured.Unstructured{crds, rest} {
-				for _, dryRun := range []bool{true, false} {
-					for _, o := range batch {
-						if err := apply(ctx, o, dryRun); err != nil {
-							t.Errorf("dry run %v: %s %s/%s: %v", dryRun, o.GetKind(), o.GetNamespace(), o.GetName(), err)
-						}
-					}
-				}
-				if t.Failed() {
-					return
-				}
-				for _, o := range batch {
-					if o.GetKind() == "CustomResourceDefinition" {
-						waitEstablished(t, ctx, o.GetName())
-					}
-				}
-			}
+			applier.ApplyRender(t, r, nil)
 		})
 	}
-}
-
-// apply server-side applies obj with strict field validation.
-func apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
-	mapping, err := cl.RESTMapper().RESTMapping(obj.GroupVersionKind().GroupKind(), obj.GroupVersionKind().Version)
-	if err != nil {
-		return err
-	}
-	data, err := json.Marshal(obj.Object)
-	if err != nil {
-		return err
-	}
-	opts := metav1.PatchOptions{FieldManager: "helm", Force: ptr.To(true), FieldValidation: metav1.FieldValidationStrict}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	resource := dyn.Resource(mapping.Resource)
-	if mapping.Scope.Name() == "namespace" {
-		_, err = resource.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
-	} else {
-		_, err = resource.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
-	}
-	return err
-}
-
-func waitEstablished(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	operatortest.Eventually(t, "CRD "+name+" established", func() error {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := cl.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return err
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %+v", crd.Status.Conditions)
-	})
-	// The client's RESTMapper learns the new kinds lazily; reset it.
-	if err := resetMapper(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func resetMapper() error {
-	var err error
-	cl, err = client.New(cfg, client.Options{})
-	return err
 }
 
 // TestRBACScopesMatchDiscovery checks the chart's RBAC against what the API
@@ -129,10 +48,10 @@ func TestRBACScopesMatchDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range r.Select("CustomResourceDefinition") {
-		if err := apply(ctx, o, false); err != nil {
+		if err := applier.Apply(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
-		waitEstablished(t, ctx, o.GetName())
+		applier.WaitEstablished(t, o.GetName())
 	}
 	namespaced, err := servedResources()
 	if err != nil {

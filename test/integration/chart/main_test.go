@@ -9,17 +9,15 @@ import (
 	"os"
 	"testing"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/c5c3/glance-operator/test/chart"
 	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
 var (
-	cfg *rest.Config
-	cl  client.Client
-	dyn *dynamic.DynamicClient
+	cfg     *rest.Config
+	applier *chart.Applier
 )
 
 func TestMain(m *testing.M) {
@@ -29,10 +27,7 @@ func TestMain(m *testing.M) {
 	os.Exit(controlplane.RunTests(m, controlplane.APIServerOptions{CRDs: crds}, func(srv *controlplane.APIServer) (func(), error) {
 		cfg = srv.Config
 		var err error
-		if cl, err = client.New(cfg, client.Options{}); err != nil {
-			return nil, err
-		}
-		dyn, err = dynamic.NewForConfig(cfg)
+		applier, err = chart.NewApplier(cfg)
 		return nil, err
 	}))
 }

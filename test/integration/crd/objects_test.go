@@ -13,10 +13,16 @@ var (
 	del = fixtures.Del
 
 	minimalGlance  = fixtures.MinimalGlance
-	fullGlance     = fixtures.FullGlance
 	minimalBackend = fixtures.MinimalBackend
-	fullBackend    = fixtures.FullBackend
 )
+
+func glance(name string, muts ...mutation) *unstructured.Unstructured {
+	return object(minimalGlance, name, muts...)
+}
+
+func backend(name string, muts ...mutation) *unstructured.Unstructured {
+	return object(minimalBackend, name, muts...)
+}
 
 // object decodes a manifest into the suite's namespace, names it and
 // applies the mutations.

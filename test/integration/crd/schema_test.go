@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/c5c3/glance-operator/test/controlplane"
+	"github.com/c5c3/glance-operator/test/crdcases"
 )
 
 // loadCRD reads a generated CRD from the chart, its one home.
@@ -59,8 +60,8 @@ func TestTypeTransitionRule(t *testing.T) {
 		if got := len(errs) > 0; got != tc.wantErr {
 			t.Fatalf("type %s -> %s: errors %v, want error %v", tc.old, tc.new, errs, tc.wantErr)
 		}
-		if tc.wantErr && errs[0].Detail != msgTypeFixed {
-			t.Fatalf("type %s -> %s: message %q, want %q", tc.old, tc.new, errs[0].Detail, msgTypeFixed)
+		if tc.wantErr && errs[0].Detail != crdcases.MsgTypeFixed {
+			t.Fatalf("type %s -> %s: message %q, want %q", tc.old, tc.new, errs[0].Detail, crdcases.MsgTypeFixed)
 		}
 	}
 }

@@ -1,10 +1,11 @@
-package crd
+package crdcases
 
 import (
 	"context"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 type updateCase struct {
@@ -14,7 +15,12 @@ type updateCase struct {
 	want   []violation
 }
 
-func TestUpdateTransitionRules(t *testing.T) {
+// RunUpdates creates the old object of every update case in namespace with
+// cl, updates it, each in a subtest, and checks the API server's verdict on
+// the update: the transition rules.
+func RunUpdates(t *testing.T, cl client.Client, namespace string) {
+	ns := objects(namespace)
+	glance, backend := ns.glance, ns.backend
 	cases := []updateCase{
 		{name: "targetClusterRef added", old: glance("tc-add"),
 			update: []mutation{set("spec.targetClusterRef", "{name: region-two}")},
