@@ -157,15 +157,18 @@ images: ## Build the OCI image archives of both binaries into bin/images/ (no Do
 	$(GO) run ./hack/images -go=$(GO) -out bin/images
 
 # REGISTRY is HOST[:PORT][/NAMESPACE]; PLAIN_HTTP=true for a registry without
-# TLS. Credentials come from `helm registry login`.
+# TLS. Credentials come from `helm registry login`. SIGNING_KEY is a cosign
+# key (cosign generate-key-pair), its password in COSIGN_PASSWORD.
 REGISTRY ?=
 PLAIN_HTTP ?= false
 ARCHES ?= amd64,arm64
+SIGNING_KEY ?=
 
 .PHONY: release
-release: ## Publish to REGISTRY: both images as linux/amd64+arm64 indexes with SPDX SBOMs as referrers, then the chart with their digests pinned (no Docker needed).
+release: ## Publish to REGISTRY, signed with SIGNING_KEY: both images as linux/amd64+arm64 indexes with SPDX SBOMs as referrers, the chart with their digests pinned, its static manifests; each with a cosign signature and SLSA provenance (docs/release.md; no Docker needed).
 	@test -n "$(REGISTRY)" || { echo 'make release: give the registry, REGISTRY=HOST[:PORT][/NAMESPACE] (PLAIN_HTTP=true without TLS)' >&2; exit 2; }
-	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -out bin/release
+	@test -n "$(SIGNING_KEY)" || { echo 'make release: give the signing key, SIGNING_KEY=cosign.key (cosign generate-key-pair makes one; its password in COSIGN_PASSWORD)' >&2; exit 2; }
+	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -signing-key=$(SIGNING_KEY) -out bin/release
 
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once).
