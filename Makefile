@@ -35,6 +35,7 @@ endif
 test: test-prerequisites ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 	$(MAKE) --no-print-directory test-monitoring
+	$(MAKE) --no-print-directory test-release
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
@@ -58,6 +59,7 @@ packages: ## Install the Debian packages make test and make run NODE=real need (
 mod-download:
 	$(GO) mod download
 	cd test/monitoring && $(GO) mod download
+	cd test/release && $(GO) mod download
 	cd hack/tools/chart-docs && $(GO) mod download
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
@@ -77,6 +79,12 @@ test-unit: ## Run the tests that need no control plane, in under a minute.
 .PHONY: test-monitoring
 test-monitoring: ## Evaluate every alert with Prometheus's rule engine, and check each metric the alerts and the dashboard query is registered.
 	cd test/monitoring && $(GO) test -count=1 ./...
+
+# The release's verification with cosign's module, which stays out of the
+# product's dependencies.
+.PHONY: test-release
+test-release: ## Release to a loopback registry and verify the signatures and SLSA provenance with cosign's verification, tampering too (docs/release.md).
+	cd test/release && $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 ##@ Development
 
@@ -124,6 +132,7 @@ vet: ## Run go vet and check formatting.
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./test/e2e/
 	cd test/monitoring && $(GO) vet ./...
+	cd test/release && $(GO) vet ./...
 	@unformatted=$$(gofmt -l api cmd pkg test hack 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
