@@ -146,10 +146,10 @@ func (p provenanceInfo) statement(repoName string, subject digest.Digest, params
 // archive: the external parameters, and from each architecture's binary,
 // the Go toolchain, the build settings and the modules linked in; and the
 // CA bundle the image ships.
-func (p provenanceInfo) indexProvenance(ctx context.Context, repoName string, img ociimage.Image, b ociimage.IndexResult) ([]byte, error) {
+func (p provenanceInfo) indexProvenance(ctx context.Context, repoName string, img ociimage.Image, b ociimage.IndexResult) (st []byte, goVersion string, err error) {
 	store, err := oci.NewFromTar(ctx, b.Path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	internal := internalParameters{BuildSettings: map[string]map[string]string{}}
 	params := externalParameters{Artifact: img.Name, Package: img.Package}
@@ -159,14 +159,14 @@ func (p provenanceInfo) indexProvenance(ctx context.Context, repoName string, im
 		params.Arches = append(params.Arches, "linux/"+pl.Arch)
 		bin, bundle, err := imageFiles(ctx, store, pl.Digest.String(), img.Name)
 		if err != nil {
-			return nil, fmt.Errorf("linux/%s: %w", pl.Arch, err)
+			return nil, "", fmt.Errorf("linux/%s: %w", pl.Arch, err)
 		}
 		info, err := buildinfo.Read(bytes.NewReader(bin))
 		if err != nil {
-			return nil, fmt.Errorf("linux/%s: the build info of /%s: %w", pl.Arch, img.Name, err)
+			return nil, "", fmt.Errorf("linux/%s: the build info of /%s: %w", pl.Arch, img.Name, err)
 		}
 		if internal.GoVersion != "" && internal.GoVersion != info.GoVersion {
-			return nil, fmt.Errorf("linux/%s: built with %s, another architecture with %s", pl.Arch, info.GoVersion, internal.GoVersion)
+			return nil, "", fmt.Errorf("linux/%s: built with %s, another architecture with %s", pl.Arch, info.GoVersion, internal.GoVersion)
 		}
 		internal.GoVersion = info.GoVersion
 		settings := map[string]string{}
@@ -195,7 +195,8 @@ func (p provenanceInfo) indexProvenance(ctx context.Context, repoName string, im
 		deps = append(deps, modules[k])
 	}
 	deps = append(deps, ca)
-	return p.statement(repoName, digest.Digest(b.Digest.String()), params, internal, deps)
+	st, err = p.statement(repoName, digest.Digest(b.Digest.String()), params, internal, deps)
+	return st, internal.GoVersion, err
 }
 
 // imageFiles reads the binary /name and the CA bundle out of the one layer

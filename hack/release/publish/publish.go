@@ -19,7 +19,6 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,9 +62,10 @@ type Options struct {
 	// Arches are the images' architectures; empty means Arches.
 	Arches []string
 	// Images configures the image builds; its OutDir receives the image
-	// archives and the chart archive. Its ModuleRoot is the source tree
-	// released, images and chart; it must be a git checkout without
-	// uncommitted changes. Empty means the module of the working directory.
+	// archives, the chart archive and the static manifests. Its ModuleRoot
+	// is the source tree released, images and chart; it must be a git
+	// checkout without uncommitted changes. Empty means the module of the
+	// working directory.
 	Images ociimage.Options
 	// UncommittedTree publishes the tree as it is, committed or not, as
 	// make images builds it: for a suite that installs the tree it tests.
@@ -197,18 +197,14 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	var statements [][]byte
 	if o.Signer != nil {
 		for i, b := range built {
-			st, err := prov.indexProvenance(ctx, o.Registry+"/"+ociimage.Images[i].Name, ociimage.Images[i], b)
+			st, goVersion, err := prov.indexProvenance(ctx, o.Registry+"/"+ociimage.Images[i].Name, ociimage.Images[i], b)
 			if err != nil {
 				return Release{}, fmt.Errorf("the provenance of %s: %w", ociimage.Images[i].Name, err)
 			}
 			statements = append(statements, st)
+			// The chart and the manifests are of the images' toolchain.
+			prov.goVersion = goVersion
 		}
-		// The chart and the manifests come of the same toolchain.
-		var st statement
-		if err := json.Unmarshal(statements[0], &st); err != nil {
-			return Release{}, err
-		}
-		prov.goVersion = st.Predicate.BuildDefinition.InternalParameters.GoVersion
 	}
 	// Everything is read from the tree now; it must still be the commit
 	// checked before the build.
