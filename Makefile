@@ -39,6 +39,7 @@ REALNODE_PKGS := ./test/realnode/...
 test: test-prerequisites ## Run every suite: real control plane, real Glance.
 	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 $$($(GO) list ./... | grep -v '/test/realnode\(/\|$$\)')
 	$(MAKE) --no-print-directory test-monitoring
+	$(MAKE) --no-print-directory test-release
 	$(GO) test -tags chaos -timeout $(TEST_TIMEOUT) -count=1 -run '^TestChaos' ./test/e2e/
 	$(GO) test -run='^$$' -fuzz=FuzzINI -fuzztime=$(FUZZTIME_TEST) ./pkg/render/
 	$(GO) test -run='^$$' -fuzz=FuzzAdmissionReview -fuzztime=$(FUZZTIME_TEST) ./pkg/admission/webhook/
@@ -63,6 +64,7 @@ packages: ## Install the Debian packages make test and make run NODE=real need (
 mod-download:
 	$(GO) mod download
 	cd test/monitoring && $(GO) mod download
+	cd test/release && $(GO) mod download
 	cd hack/tools/chart-docs && $(GO) mod download
 
 # The packages whose tests need a control plane (etcd, kube-apiserver, kwok),
@@ -82,6 +84,12 @@ test-unit: ## Run the tests that need no control plane, in under a minute.
 .PHONY: test-monitoring
 test-monitoring: ## Evaluate every alert with Prometheus's rule engine, and check each metric the alerts and the dashboard query is registered.
 	cd test/monitoring && $(GO) test -count=1 ./...
+
+# The release's verification with cosign's module, which stays out of the
+# product's dependencies.
+.PHONY: test-release
+test-release: ## Release to a loopback registry and verify the signatures and SLSA provenance with cosign's verification, tampering too (docs/release.md).
+	cd test/release && $(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 ##@ Development
 
@@ -129,6 +137,7 @@ vet: ## Run go vet and check formatting.
 	$(GO) vet ./...
 	$(GO) vet -tags chaos ./test/e2e/
 	cd test/monitoring && $(GO) vet ./...
+	cd test/release && $(GO) vet ./...
 	@unformatted=$$(gofmt -l api cmd pkg test hack 2>/dev/null); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
@@ -162,15 +171,18 @@ images: ## Build the OCI image archives of both binaries into bin/images/ (no Do
 	$(GO) run ./hack/images -go=$(GO) -out bin/images
 
 # REGISTRY is HOST[:PORT][/NAMESPACE]; PLAIN_HTTP=true for a registry without
-# TLS. Credentials come from `helm registry login`.
+# TLS. Credentials come from `helm registry login`. SIGNING_KEY is a cosign
+# key (cosign generate-key-pair), its password in COSIGN_PASSWORD.
 REGISTRY ?=
 PLAIN_HTTP ?= false
 ARCHES ?= amd64,arm64
+SIGNING_KEY ?=
 
 .PHONY: release
-release: ## Publish to REGISTRY: both images as linux/amd64+arm64 indexes with SPDX SBOMs as referrers, then the chart with their digests pinned (no Docker needed).
+release: ## Publish to REGISTRY, signed with SIGNING_KEY: both images as linux/amd64+arm64 indexes with SPDX SBOMs as referrers, the chart with their digests pinned, its static manifests; each with a cosign signature and SLSA provenance (docs/release.md; no Docker needed).
 	@test -n "$(REGISTRY)" || { echo 'make release: give the registry, REGISTRY=HOST[:PORT][/NAMESPACE] (PLAIN_HTTP=true without TLS)' >&2; exit 2; }
-	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -out bin/release
+	@test -n "$(SIGNING_KEY)" || { echo 'make release: give the signing key, SIGNING_KEY=cosign.key (cosign generate-key-pair makes one; its password in COSIGN_PASSWORD)' >&2; exit 2; }
+	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -signing-key=$(SIGNING_KEY) -out bin/release
 
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy and CoreDNS (once per machine, into the artifact cache; linked from bin/k8s/).

@@ -1,8 +1,8 @@
 // Command chart-annotations writes the Artifact Hub annotations at the end of
 // the chart's Chart.yaml (`make manifests`): the CRDs from their embedded home, the
 // images from values.yaml at the chart's appVersion, and the examples from
-// test/samples/glance.yaml, so that none of them is a second copy to keep
-// in step by hand.
+// test/samples/glance.yaml, and whether the chart is a prerelease from its
+// version, so that none of them is a second copy to keep in step by hand.
 package main
 
 import (
@@ -13,7 +13,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/Masterminds/semver/v3"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,6 +48,7 @@ func write(chartDir, samplesPath string) error {
 	}
 	head, _, _ := strings.Cut(string(chartYAML), marker)
 	var meta struct {
+		Version     string            `json:"version"`
 		AppVersion  string            `json:"appVersion"`
 		Annotations map[string]string `json:"annotations"`
 	}
@@ -56,6 +60,10 @@ func write(chartDir, samplesPath string) error {
 	}
 	if meta.Annotations != nil {
 		return fmt.Errorf("%s: annotations above the generated part; put them in this command", chartPath)
+	}
+	prerelease, err := prereleaseOf(meta.Version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", chartPath, err)
 	}
 	images, err := imagesOf(filepath.Join(chartDir, "values.yaml"), meta.AppVersion)
 	if err != nil {
@@ -73,7 +81,7 @@ func write(chartDir, samplesPath string) error {
 		"artifacthub.io/license":              "Apache-2.0",
 		"artifacthub.io/operator":             "true",
 		"artifacthub.io/operatorCapabilities": "Seamless Upgrades",
-		"artifacthub.io/prerelease":           "true",
+		"artifacthub.io/prerelease":           prerelease,
 		"artifacthub.io/images":               images,
 		"artifacthub.io/crds":                 crds,
 		"artifacthub.io/crdsExamples":         examples,
@@ -89,6 +97,20 @@ func write(chartDir, samplesPath string) error {
 	}
 	out := strings.TrimRight(head, "\n") + "\n" + marker + string(tail)
 	return os.WriteFile(chartPath, []byte(out), 0o644)
+}
+
+// prereleaseOf is Artifact Hub's prerelease annotation of a chart version:
+// "true" when the SemVer 2 version has a prerelease part (0.2.0-rc.1),
+// "false" otherwise (0.1.0, 1.0.0+build.5).
+func prereleaseOf(version string) (string, error) {
+	if version == "" {
+		return "", errors.New("no version")
+	}
+	v, err := semver.StrictNewVersion(version)
+	if err != nil {
+		return "", fmt.Errorf("version %q is not SemVer 2 (MAJOR.MINOR.PATCH[-PRERELEASE][+BUILD]): %w", version, err)
+	}
+	return strconv.FormatBool(v.Prerelease() != ""), nil
 }
 
 // imagesOf lists the images the chart's defaults pull: each component's

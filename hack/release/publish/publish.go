@@ -1,18 +1,25 @@
 // Package publish releases glance-operator to an OCI registry without Docker:
 // both images as multi-architecture image indexes with an SPDX SBOM referring
-// to each architecture's image, and the chart, its appVersion and image
-// digests pinned, as an OCI artifact that `helm install oci://…` installs.
+// to each architecture's image, the chart, its appVersion and image digests
+// pinned, as an OCI artifact that `helm install oci://…` installs, and the
+// static manifests the chart renders with its defaults as an OCI artifact of
+// two YAML files. With a Signer, each index, the chart and the manifests are
+// signed in cosign's layout, with an SLSA provenance attestation each.
 //
 // Everything pushed is built from the commit, so a working tree with
 // uncommitted changes is refused, and is byte-for-byte the same for the same
 // commit, Go toolchain, ca-certificates package of the build host and
 // architectures: the images (hack/images/ociimage), the chart archive
-// (written here with fixed tar headers) and the chart's OCI manifest (its
-// created annotation is the commit time).
+// (written here with fixed tar headers), the chart's OCI manifest (its
+// created annotation is the commit time), the manifests' artifact and the
+// provenance. Signatures are not (ECDSA's are randomized), but a signature
+// or attestation the registry already has from the same key is kept, so
+// releasing a commit again leaves what it signed as it was.
 package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,6 +38,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
 )
@@ -41,7 +49,8 @@ var Arches = []string{"amd64", "arm64"}
 // Options configures Publish.
 type Options struct {
 	// Registry is where the release goes, HOST[:PORT][/NAMESPACE]: the
-	// images become REGISTRY/NAME and the chart REGISTRY/charts/glance-operator.
+	// images become REGISTRY/NAME, the chart REGISTRY/charts/glance-operator
+	// and the static manifests REGISTRY/manifests/glance-operator.
 	Registry string
 	// PlainHTTP talks HTTP instead of HTTPS to the registry (a registry on
 	// loopback).
@@ -53,14 +62,33 @@ type Options struct {
 	// Arches are the images' architectures; empty means Arches.
 	Arches []string
 	// Images configures the image builds; its OutDir receives the image
-	// archives and the chart archive. Its ModuleRoot is the source tree
-	// released, images and chart; it must be a git checkout without
-	// uncommitted changes. Empty means the module of the working directory.
+	// archives, the chart archive and the static manifests. Its ModuleRoot
+	// is the source tree released, images and chart; it must be a git
+	// checkout without uncommitted changes. Empty means the module of the
+	// working directory.
 	Images ociimage.Options
 	// UncommittedTree publishes the tree as it is, committed or not, as
 	// make images builds it: for a suite that installs the tree it tests.
 	// make release never sets it: a release is its commit alone.
 	UncommittedTree bool
+	// Signer signs each image index, the chart and the manifests and
+	// attests their provenance; nil publishes them unsigned (the real-node
+	// suite). A signed release must be a commit: not with UncommittedTree.
+	Signer *Signer
+}
+
+// Signed is an artifact's signature and provenance attestation, the
+// digests of their manifests, under the tags sha256-HEX.sig and .att of
+// its repository; empty when the release is unsigned.
+type Signed struct {
+	Signature, Provenance string
+}
+
+func (s Signed) String() string {
+	if s.Signature == "" {
+		return "unsigned"
+	}
+	return "signature " + s.Signature + ", provenance " + s.Provenance
 }
 
 // Image is one published image index.
@@ -71,6 +99,7 @@ type Image struct {
 	// Tagged is REGISTRY/NAME:TAG.
 	Tagged    string
 	Platforms []ociimage.Platform
+	Signed    Signed
 }
 
 // Release is what Publish pushed.
@@ -84,6 +113,13 @@ type Release struct {
 	ChartDigest string
 	// ChartArchive is the packaged chart in Images.OutDir.
 	ChartArchive string
+	ChartSigned  Signed
+	// Manifests is REGISTRY/manifests/glance-operator:VERSION, the static
+	// manifests' artifact; ManifestsDigest its manifest's digest. The files
+	// are in Images.OutDir too.
+	Manifests       string
+	ManifestsDigest string
+	ManifestsSigned Signed
 }
 
 // String is what `make release` prints.
@@ -94,18 +130,27 @@ func (r Release) String() string {
 		for _, p := range img.Platforms {
 			fmt.Fprintf(&b, "  linux/%s %s, SBOM %s\n", p.Arch, p.Digest, p.SBOM)
 		}
+		fmt.Fprintf(&b, "  %s\n", img.Signed)
 	}
-	fmt.Fprintf(&b, "%s --version %s\n  %s  %s\n", r.Chart, r.ChartVersion, r.ChartDigest, r.ChartArchive)
+	fmt.Fprintf(&b, "%s --version %s\n  %s  %s\n  %s\n", r.Chart, r.ChartVersion, r.ChartDigest, r.ChartArchive, r.ChartSigned)
+	if r.Manifests != "" {
+		fmt.Fprintf(&b, "manifests %s (%s, %s)\n  %s\n  %s\n", r.Manifests, ManifestsFile, CRDsFile, r.ManifestsDigest, r.ManifestsSigned)
+	}
 	return b.String()
 }
 
-// Publish builds the images, packages the chart with their digests pinned,
-// then pushes the images with their SBOMs and the chart. It refuses a source
-// tree with uncommitted changes, before building and again before pushing.
+// Publish builds the images, packages the chart with their digests pinned
+// and renders its static manifests, then pushes the images with their SBOMs,
+// the chart and the manifests, each signed with its provenance attested when
+// o.Signer is set. It refuses a source tree with uncommitted changes, before
+// building and again before pushing.
 func Publish(ctx context.Context, o Options) (Release, error) {
 	registryHost, err := parseRegistry(o.Registry)
 	if err != nil {
 		return Release{}, err
+	}
+	if o.Signer != nil && o.UncommittedTree {
+		return Release{}, errors.New("a signed release is its commit alone: a Signer with UncommittedTree")
 	}
 	if len(o.Arches) == 0 {
 		o.Arches = Arches
@@ -144,6 +189,23 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	if err != nil {
 		return Release{}, fmt.Errorf("packaging the chart: %w", err)
 	}
+	manifests, err := renderManifests(chart.Archive)
+	if err != nil {
+		return Release{}, fmt.Errorf("rendering the chart's manifests: %w", err)
+	}
+	prov := provenanceInfo{registry: o.Registry, revision: revision, sourceDateEpoch: o.Images.SourceDateEpoch}
+	var statements [][]byte
+	if o.Signer != nil {
+		for i, b := range built {
+			st, goVersion, err := prov.indexProvenance(ctx, o.Registry+"/"+ociimage.Images[i].Name, ociimage.Images[i], b)
+			if err != nil {
+				return Release{}, fmt.Errorf("the provenance of %s: %w", ociimage.Images[i].Name, err)
+			}
+			statements = append(statements, st)
+			// The chart and the manifests are of the images' toolchain.
+			prov.goVersion = goVersion
+		}
+	}
 	// Everything is read from the tree now; it must still be the commit
 	// checked before the build.
 	after, err := cleanRevision(ctx, o)
@@ -159,6 +221,11 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 		img, err := pushIndex(ctx, client, o, ociimage.Images[i].Name, b)
 		if err != nil {
 			return Release{}, fmt.Errorf("pushing %s: %w", ociimage.Images[i].Name, err)
+		}
+		if o.Signer != nil {
+			if img.Signed, err = signAndAttest(ctx, client, o, ociimage.Images[i].Name, digest.Digest(b.Digest.String()), statements[i]); err != nil {
+				return Release{}, err
+			}
 		}
 		rel.Images = append(rel.Images, img)
 	}
@@ -179,7 +246,8 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	if err != nil {
 		return Release{}, err
 	}
-	ref := o.Registry + "/charts/" + chart.Name
+	chartRepo := "charts/" + chart.Name
+	ref := o.Registry + "/" + chartRepo
 	pushed, err := helm.Push(chart.Archive, ref+":"+chart.Version,
 		registry.PushOptStrictMode(true),
 		registry.PushOptCreationTime(chart.Created.Format("2006-01-02T15:04:05Z")))
@@ -188,7 +256,86 @@ func Publish(ctx context.Context, o Options) (Release, error) {
 	}
 	rel.Chart = "oci://" + ref
 	rel.ChartDigest = pushed.Manifest.Digest
+	images := make([]resource, len(rel.Images))
+	for i, img := range rel.Images {
+		images[i] = resource{Name: img.Name, URI: img.Reference, Digest: digestSet(img.Reference)}
+	}
+	if o.Signer != nil {
+		st, err := prov.statement(ref, digest.Digest(rel.ChartDigest),
+			externalParameters{Artifact: "chart " + chart.Name, Version: chart.Version}, internalParameters{}, images)
+		if err != nil {
+			return Release{}, err
+		}
+		if rel.ChartSigned, err = signAndAttest(ctx, client, o, chartRepo, digest.Digest(rel.ChartDigest), st); err != nil {
+			return Release{}, err
+		}
+	}
+
+	for name, b := range map[string][]byte{ManifestsFile: manifests.All, CRDsFile: manifests.CRDs} {
+		if err := os.WriteFile(filepath.Join(o.Images.OutDir, name), b, 0o644); err != nil {
+			return Release{}, err
+		}
+	}
+	repo, err := newRepository(client, o, ManifestsRepository)
+	if err != nil {
+		return Release{}, err
+	}
+	desc, err := pushManifests(ctx, repo, manifests, chart.Version, revision, chart.Created)
+	if err != nil {
+		return Release{}, fmt.Errorf("pushing the manifests: %w", err)
+	}
+	rel.Manifests = o.Registry + "/" + ManifestsRepository + ":" + chart.Version
+	rel.ManifestsDigest = desc.Digest.String()
+	if o.Signer != nil {
+		st, err := prov.statement(o.Registry+"/"+ManifestsRepository, desc.Digest,
+			externalParameters{Artifact: "manifests of chart " + chart.Name, Version: chart.Version,
+				ReleaseName: ManifestsReleaseName, Namespace: ManifestsNamespace, KubeVersion: ManifestsKubeVersion},
+			internalParameters{},
+			append([]resource{{Name: "chart " + chart.Name, URI: rel.Chart + ":" + chart.Version, Digest: digestSet("@" + rel.ChartDigest)}}, images...))
+		if err != nil {
+			return Release{}, err
+		}
+		if rel.ManifestsSigned, err = signAndAttest(ctx, client, o, ManifestsRepository, desc.Digest, st); err != nil {
+			return Release{}, err
+		}
+	}
 	return rel, nil
+}
+
+// signAndAttest signs the manifest subject of REGISTRY/name and attests
+// its provenance statement.
+func signAndAttest(ctx context.Context, client *auth.Client, o Options, name string, subject digest.Digest, statement []byte) (Signed, error) {
+	repo, err := newRepository(client, o, name)
+	if err != nil {
+		return Signed{}, err
+	}
+	sig, err := o.Signer.sign(ctx, repo, o.Registry+"/"+name, subject)
+	if err != nil {
+		return Signed{}, err
+	}
+	att, err := o.Signer.attest(ctx, repo, subject, SLSAProvenanceType, statement)
+	if err != nil {
+		return Signed{}, err
+	}
+	return Signed{Signature: sig.String(), Provenance: att.String()}, nil
+}
+
+// digestSet is the in-toto digest set of a reference's …@ALGORITHM:HEX.
+func digestSet(ref string) map[string]string {
+	_, d, _ := strings.Cut(ref, "@")
+	alg, hex, _ := strings.Cut(d, ":")
+	return map[string]string{alg: hex}
+}
+
+// newRepository is REGISTRY/name, with the release's credentials.
+func newRepository(client *auth.Client, o Options, name string) (*remote.Repository, error) {
+	repo, err := remote.NewRepository(o.Registry + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	repo.PlainHTTP = o.PlainHTTP
+	repo.Client = client
+	return repo, nil
 }
 
 // parseRegistry checks HOST[:PORT][/NAMESPACE] and returns the host.
@@ -218,12 +365,10 @@ func pushIndex(ctx context.Context, client *auth.Client, o Options, name string,
 		return Image{}, err
 	}
 	repoName := o.Registry + "/" + name
-	repo, err := remote.NewRepository(repoName)
+	repo, err := newRepository(client, o, name)
 	if err != nil {
 		return Image{}, err
 	}
-	repo.PlainHTTP = o.PlainHTTP
-	repo.Client = client
 	tag := b.Reference[strings.LastIndex(b.Reference, ":")+1:]
 	desc, err := oras.Copy(ctx, src, b.Reference, repo, tag, oras.DefaultCopyOptions)
 	if err != nil {

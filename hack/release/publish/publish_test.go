@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log"
 	"net/http/httptest"
 	"net/url"
@@ -16,8 +15,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/Masterminds/semver/v3"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -31,7 +33,9 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/hack/release/publish/publishtest"
 	"github.com/c5c3/glance-operator/test/chart"
+	"github.com/c5c3/glance-operator/test/controlplane"
 )
 
 // loopbackRegistry serves go-containerregistry's registry, with the
@@ -46,14 +50,15 @@ func loopbackRegistry(t *testing.T) (string, ociimage.Distribution) {
 	return strings.TrimPrefix(srv.URL, "http://") + "/c5c3", ociimage.Distribution{Base: srv.URL, Client: srv.Client()}
 }
 
-// publish releases the source tree at root to reg.
-func publish(t *testing.T, reg, root string) Release {
+// publish releases the source tree at root to reg, signed by signer.
+func publish(t *testing.T, reg, root string, signer *Signer) Release {
 	t.Helper()
 	rel, err := Publish(t.Context(), Options{
 		Registry:       reg,
 		PlainHTTP:      true,
 		RegistryConfig: filepath.Join(t.TempDir(), "config.json"),
 		Images:         ociimage.Options{OutDir: t.TempDir(), ModuleRoot: root},
+		Signer:         signer,
 	})
 	if err != nil {
 		t.Fatalf("publishing to %s: %v", reg, err)
@@ -64,90 +69,38 @@ func publish(t *testing.T, reg, root string) Release {
 // runGit runs git in dir and returns its output.
 func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "git", args...)
-	cmd.Dir = dir
-	// A fixed identity and date: the host's git configuration may have
-	// neither, and the same tree then gives the same commit.
-	cmd.Env = append(os.Environ(),
-		"GIT_AUTHOR_NAME=glance-operator test", "GIT_AUTHOR_EMAIL=test@example.invalid", "GIT_AUTHOR_DATE=@1700000000 +0000",
-		"GIT_COMMITTER_NAME=glance-operator test", "GIT_COMMITTER_EMAIL=test@example.invalid", "GIT_COMMITTER_DATE=@1700000000 +0000")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr.String())
-	}
-	return string(out)
+	return publishtest.Git(t, dir, args...)
 }
 
-// commitAll makes dir a git repository with everything in it committed.
-func commitAll(t *testing.T, dir string) {
-	t.Helper()
-	runGit(t, dir, "init", "--quiet")
-	runGit(t, dir, "add", "--all")
-	runGit(t, dir, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "--message=snapshot")
-}
-
-// snapshot copies the module's working tree as it is, uncommitted changes
-// and untracked files but not ignored ones, into a new repository and
-// commits it there. Publish refuses a dirty tree, and the checkout under
-// test is dirty while it is being worked on; the snapshot is the same
-// code, clean.
+// snapshot is the module's working tree, committed in a repository of its
+// own (publishtest.Snapshot).
 func snapshot(t *testing.T) string {
 	t.Helper()
 	src, err := ociimage.ModuleRoot(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := t.TempDir()
-	files := runGit(t, src, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-	for rel := range strings.SplitSeq(strings.TrimSuffix(files, "\x00"), "\x00") {
-		from, to := filepath.Join(src, rel), filepath.Join(dst, rel)
-		info, err := os.Lstat(from)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // deleted, not yet committed
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(from)
-			if err == nil {
-				err = os.Symlink(target, to)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		case info.Mode().IsRegular():
-			b, err := os.ReadFile(from)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatalf("%s: %s is neither a file nor a symbolic link", from, info.Mode())
-		}
-	}
-	commitAll(t, dst)
-	return dst
+	return publishtest.Snapshot(t, src)
 }
 
 // TestPublish releases to a registry on loopback twice and checks what a
 // platform team pulls: an index of both architectures for each image, an
 // SPDX SBOM referring to each architecture's image that names the Go modules
-// its binary was built from and the Debian package of its CA bundle, and the
-// chart with the indexes pinned, the same digests from the second release.
+// its binary was built from and the Debian package of its CA bundle, the
+// chart with the indexes pinned, the static manifests the chart renders, and
+// the signature and SLSA provenance of each, the same digests from the
+// second release. test/release verifies them as cosign does.
 func TestPublish(t *testing.T) {
 	reg, dist := loopbackRegistry(t)
 	root := snapshot(t)
 	hostCA := hostCABundle(t)
-	rel := publish(t, reg, root)
+	keyPath, pub := cosignKey(t, "release")
+	signer, err := LoadSigner(keyPath, []byte("release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revision := strings.TrimSpace(runGit(t, root, "rev-parse", "HEAD"))
+	rel := publish(t, reg, root, signer)
 	t.Log("\n" + rel.String())
 	ctx := t.Context()
 
@@ -191,6 +144,15 @@ func TestPublish(t *testing.T) {
 					t.Errorf("linux/%s: %v", p.Arch, err)
 				}
 			}
+
+			st := checkSigned(t, reg, repo, digest, img.Signed, pub)
+			var modules []string
+			for _, p := range img.Platforms {
+				modules = append(modules, goListModules(t, root, src.Package, p.Arch)...)
+			}
+			slices.Sort(modules)
+			modules = slices.Compact(modules)
+			checkImageProvenance(t, st, reg, revision, src, modules, hostCA)
 		})
 	}
 
@@ -254,18 +216,92 @@ func TestPublish(t *testing.T) {
 		if got, want := unpinned(t, c), unpinned(t, local); got != want {
 			t.Errorf("values.yaml changed beyond the images:\n%s\nwant\n%s", got, want)
 		}
+		// Artifact Hub's prerelease annotation follows the version.
+		v, err := semver.StrictNewVersion(c.Metadata.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Metadata.Annotations["artifacthub.io/prerelease"], strconv.FormatBool(v.Prerelease() != ""); got != want {
+			t.Errorf("the chart %s has artifacthub.io/prerelease %q, want %q", c.Metadata.Version, got, want)
+		}
+
+		st := checkSigned(t, reg, "c5c3/charts/glance-operator", rel.ChartDigest, rel.ChartSigned, pub)
+		checkDependencies(t, st, "the chart", rel.Images)
+	})
+
+	t.Run("manifests", func(t *testing.T) {
+		repo := "c5c3/" + ManifestsRepository
+		if want := reg + "/" + ManifestsRepository + ":" + rel.ChartVersion; rel.Manifests != want {
+			t.Errorf("the manifests are at %s, want %s", rel.Manifests, want)
+		}
+		files := pullManifests(t, dist, repo, rel.ChartVersion, rel.ManifestsDigest)
+		// What the chart's defaults render, as test/chart renders them for
+		// the chart suites (test/release compares with the helm CLI).
+		pulled, err := os.ReadFile(rel.ChartArchive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := loader.LoadArchive(bytes.NewReader(pulled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := chart.RenderChart(c, nil, chart.Options{ReleaseName: ManifestsReleaseName, Namespace: ManifestsNamespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(files[ManifestsFile]), strings.TrimSpace(r.Manifest)+"\n"; got != want {
+			t.Errorf("%s is not what the chart renders with its defaults:\n%s", ManifestsFile, lineDiff(got, want))
+		}
+		var crds []string
+		for _, o := range r.Select("CustomResourceDefinition") {
+			crds = append(crds, o.GetName())
+		}
+		objs, err := controlplane.DecodeObjects(files[CRDsFile])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range objs {
+			got = append(got, o.GetKind()+" "+o.GetName())
+		}
+		var want []string
+		for _, n := range crds {
+			want = append(want, "CustomResourceDefinition "+n)
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s holds %v, want the rendered CRDs %v", CRDsFile, got, want)
+		}
+		if !strings.Contains(string(files[ManifestsFile]), string(files[CRDsFile])) {
+			t.Errorf("%s is not the CRDs of %s as rendered", CRDsFile, ManifestsFile)
+		}
+		for _, img := range rel.Images {
+			if !strings.Contains(string(files[ManifestsFile]), "image: "+img.Reference+"\n") {
+				t.Errorf("%s does not run %s", ManifestsFile, img.Reference)
+			}
+		}
+		for name, b := range files {
+			local, err := os.ReadFile(filepath.Join(filepath.Dir(rel.ChartArchive), name))
+			if err != nil || !bytes.Equal(local, b) {
+				t.Errorf("%s differs from the file the release wrote (%v)", name, err)
+			}
+		}
+		st := checkSigned(t, reg, repo, rel.ManifestsDigest, rel.ManifestsSigned, pub)
+		checkDependencies(t, st, "the manifests", rel.Images)
 	})
 
 	t.Run("reproducible", func(t *testing.T) {
-		again := publish(t, reg, root)
+		again := publish(t, reg, root, signer)
 		for i := range rel.Images {
 			a, b := rel.Images[i], again.Images[i]
-			if a.Reference != b.Reference || !slices.Equal(a.Platforms, b.Platforms) {
-				t.Errorf("%s: released %s %v, then %s %v", a.Name, a.Reference, a.Platforms, b.Reference, b.Platforms)
+			if a.Reference != b.Reference || !slices.Equal(a.Platforms, b.Platforms) || a.Signed != b.Signed {
+				t.Errorf("%s: released %s %v %s, then %s %v %s", a.Name, a.Reference, a.Platforms, a.Signed, b.Reference, b.Platforms, b.Signed)
 			}
 		}
-		if again.ChartDigest != rel.ChartDigest {
-			t.Errorf("the chart was released as %s, then as %s", rel.ChartDigest, again.ChartDigest)
+		if again.ChartDigest != rel.ChartDigest || again.ChartSigned != rel.ChartSigned {
+			t.Errorf("the chart was released as %s (%s), then as %s (%s)", rel.ChartDigest, rel.ChartSigned, again.ChartDigest, again.ChartSigned)
+		}
+		if again.ManifestsDigest != rel.ManifestsDigest || again.ManifestsSigned != rel.ManifestsSigned {
+			t.Errorf("the manifests were released as %s (%s), then as %s (%s)", rel.ManifestsDigest, rel.ManifestsSigned, again.ManifestsDigest, again.ManifestsSigned)
 		}
 		first, err := os.ReadFile(rel.ChartArchive)
 		if err != nil {
@@ -305,7 +341,7 @@ func TestPublishRefusesADirtyTree(t *testing.T) {
 	}
 	write("tracked.txt", "committed\n")
 	write(".gitignore", "*.log\n")
-	commitAll(t, root)
+	publishtest.CommitAll(t, root)
 	write("tracked.txt", "changed\n")
 	write("staged.txt", "staged\n")
 	runGit(t, root, "add", "staged.txt")
