@@ -32,7 +32,7 @@ const unusedImageLife = 7 * 24 * time.Hour
 // machine and inputs (the root's cache entry, mode, ref, the image code, and
 // the Go version, whose gzip the layers' bytes depend on).
 func GlanceImageArchive(root Root, mode release.LaunchMode, ref string) (string, v1.Hash, error) {
-	return cachedImage(root, "glance-"+string(mode), ref, func(archive string) (v1.Hash, error) {
+	return cachedImage(root, root.Name+"-"+string(mode), ref, func(archive string) (v1.Hash, error) {
 		return WriteGlanceImage(root, mode, archive, ref)
 	})
 }
