@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,15 +19,31 @@ import (
 	"github.com/c5c3/glance-operator/test/stack"
 )
 
-// TestUninstallAsTheREADMESays runs the README's Uninstall section, in its
-// order, on the installed operator with its Glance: kubectl's lines with the
-// local kubectl, `helm uninstall` with the Helm SDK once its arguments are
-// checked to name this release. Every Glance is gone with its finalizer run
+// TestUninstallAsTheREADMESays runs the README's Quick start's kubectl
+// lines (the samples applied again, then listed), then its Uninstall
+// section, in its order, on the installed operator with its Glance:
+// kubectl's lines with the local kubectl from the repository's root, Helm's
+// with the Helm SDK once their arguments are checked to name this release
+// (the OCI install itself is the real-node suite's). Every Glance is gone with its finalizer run
 // before the chart goes, and the CRDs go last (kubectl delete waits for
 // them). It runs last: it ends the
 // stack's operator.
 func TestUninstallAsTheREADMESays(t *testing.T) {
 	ctx := context.Background()
+	quickStart := readmeCommands(t, "## Quick start")
+	if len(quickStart) != 4 || quickStart[0][0] != "helm" {
+		t.Fatalf("the README's Quick start has commands %q, want helm install, two kubectl apply, kubectl get", quickStart)
+	}
+	if want := []string{"helm", "install", chart.ReleaseName}; !slices.Equal(quickStart[0][:3], want) || !slices.Contains(quickStart[0], stack.OperatorNamespace) {
+		t.Errorf("the README installs %q, the release is %s in %s", quickStart[0], chart.ReleaseName, stack.OperatorNamespace)
+	}
+	for _, args := range quickStart[1:] {
+		out := readmeKubectl(t, args)
+		if args[1] == "get" && (!strings.Contains(out, "glance") || !strings.Contains(out, "glancebackend")) {
+			t.Errorf("%s lists no Glance and GlanceBackend:\n%s", strings.Join(args, " "), out)
+		}
+	}
+
 	commands := readmeCommands(t, "## Uninstall")
 	if len(commands) != 3 {
 		t.Fatalf("the README's Uninstall section has commands %q, want kubectl delete glances, helm uninstall, kubectl delete crd", commands)
@@ -38,9 +55,7 @@ func TestUninstallAsTheREADMESays(t *testing.T) {
 	for _, args := range commands {
 		switch args[0] {
 		case "kubectl":
-			if out, err := controlplane.Kubectl(t, stk.Config, "", args[1:]...); err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-			}
+			readmeKubectl(t, args)
 		case "helm":
 			if want := []string{"helm", "uninstall", chart.ReleaseName, "--namespace", stack.OperatorNamespace}; !slices.Equal(args, want) {
 				t.Fatalf("the README runs %q, the release is %q", args, want)
@@ -70,6 +85,30 @@ func TestUninstallAsTheREADMESays(t *testing.T) {
 			t.Errorf("the CRD %s after the README's uninstall: %v, want it gone", name, err)
 		}
 	}
+}
+
+// readmeKubectl runs a README kubectl command, its -f paths taken from the
+// repository's root, and returns its output.
+func readmeKubectl(t *testing.T, args []string) string {
+	t.Helper()
+	if args[0] != "kubectl" {
+		t.Fatalf("%q is not a kubectl command", args)
+	}
+	repo, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := slices.Clone(args[1:])
+	for i := 1; i < len(words); i++ {
+		if words[i-1] == "-f" {
+			words[i] = filepath.Join(repo, words[i])
+		}
+	}
+	out, err := controlplane.Kubectl(t, stk.Config, "", words...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 // readmeCommands returns the commands of the sh blocks of the README's
