@@ -3,7 +3,6 @@ package release
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -27,7 +26,6 @@ import (
 	"github.com/sigstore/cosign/v3/pkg/cosign/attestation"
 	"github.com/sigstore/cosign/v3/pkg/oci"
 	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/file"
@@ -97,21 +95,6 @@ func (s *blobStore) flip(t *testing.T, h string) func() {
 		defer s.mu.Unlock()
 		s.blobs[h] = orig
 	}
-}
-
-// verifier is what `cosign verify --key cosign.pub` verifies with: the PEM
-// public key, SHA-256 (cosign's LoadPublicKeyRaw).
-func verifier(t *testing.T, pub []byte) signature.Verifier {
-	t.Helper()
-	k, err := cryptoutils.UnmarshalPEMToPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.LoadVerifier(k, crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // checkOpts are `cosign verify --key cosign.pub --insecure-ignore-tlog=true`'s
@@ -292,7 +275,7 @@ func TestReleaseVerifiesWithCosign(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + rel.String())
-	v := verifier(t, keys.PublicBytes)
+	v := publishtest.Verifier(t, keys.PublicBytes)
 
 	type artifact struct {
 		what, ref, digest string
@@ -379,7 +362,7 @@ func TestReleaseVerifiesWithCosign(t *testing.T) {
 		}
 		rendered := helmTemplate(t, rel.Chart, rel.ChartVersion)
 		if got := string(files[publish.ManifestsFile]); got != rendered {
-			t.Errorf("%s differs from `helm template`: %s", publish.ManifestsFile, lineDiff(got, rendered))
+			t.Errorf("%s differs from `helm template`: %s", publish.ManifestsFile, publishtest.LineDiff(got, rendered))
 		}
 	})
 
@@ -395,7 +378,7 @@ func TestReleaseVerifiesWithCosign(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := verifier(t, other.PublicBytes)
+		w := publishtest.Verifier(t, other.PublicBytes)
 		for _, a := range artifacts {
 			if _, err := verify(ctx, w, a.ref); err == nil {
 				t.Errorf("another key verifies the signature of %s", a.ref)
@@ -676,22 +659,4 @@ func helmTemplate(t *testing.T, chart, version string) string {
 		t.Fatalf("helm template %s: %v\n%s", chart, err, stderr.String())
 	}
 	return string(out)
-}
-
-// lineDiff shows the first line where got and want differ.
-func lineDiff(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := range max(len(g), len(w)) {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			return fmt.Sprintf("line %d is %q, want %q (%d and %d lines)", i+1, gl, wl, len(g), len(w))
-		}
-	}
-	return "no line differs"
 }

@@ -18,6 +18,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/hack/release/publish/publishtest"
 )
 
 // checkSigned: the artifact repo@subject (repo under the registry's host)
@@ -71,7 +72,7 @@ func checkSigned(t *testing.T, reg, repo, subject string, signed Signed, pub []b
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dsse.WrapVerifier(loadVerifier(t, pub)).VerifySignature(bytes.NewReader(envelope), nil); err != nil {
+	if err := dsse.WrapVerifier(publishtest.Verifier(t, pub)).VerifySignature(bytes.NewReader(envelope), nil); err != nil {
 		t.Fatalf("the public key does not verify the DSSE envelope of %s: %v", attTag, err)
 	}
 	var e struct {
@@ -206,22 +207,4 @@ func pullManifests(t *testing.T, dist ociimage.Distribution, repo, tag, want str
 		t.Errorf("the artifact's files are %v, want %s and %s", names, ManifestsFile, CRDsFile)
 	}
 	return files
-}
-
-// lineDiff shows the first line where got and want differ.
-func lineDiff(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := range max(len(g), len(w)) {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			return fmt.Sprintf("line %d is %q, want %q (%d and %d lines)", i+1, gl, wl, len(g), len(w))
-		}
-	}
-	return "no line differs"
 }

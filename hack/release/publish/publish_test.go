@@ -250,7 +250,7 @@ func TestPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, want := string(files[ManifestsFile]), strings.TrimSpace(r.Manifest)+"\n"; got != want {
-			t.Errorf("%s is not what the chart renders with its defaults:\n%s", ManifestsFile, lineDiff(got, want))
+			t.Errorf("%s is not what the chart renders with its defaults:\n%s", ManifestsFile, publishtest.LineDiff(got, want))
 		}
 		var crds []string
 		for _, o := range r.Select("CustomResourceDefinition") {

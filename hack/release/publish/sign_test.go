@@ -2,7 +2,6 @@ package publish
 
 import (
 	"bytes"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -19,11 +18,11 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
-	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/c5c3/glance-operator/hack/images/ociimage"
+	"github.com/c5c3/glance-operator/hack/release/publish/publishtest"
 )
 
 // cosignKey writes a key pair as `cosign generate-key-pair` does, the
@@ -44,20 +43,6 @@ func cosignKey(t *testing.T, password string) (string, []byte) {
 		t.Fatal(err)
 	}
 	return path, pub
-}
-
-// loadVerifier verifies with a public key as cosign does: SHA-256.
-func loadVerifier(t *testing.T, pub []byte) signature.Verifier {
-	t.Helper()
-	k, err := cryptoutils.UnmarshalPEMToPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := signature.LoadVerifier(k, crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 func writePEM(t *testing.T, typ string, der []byte) string {
@@ -82,7 +67,7 @@ func TestLoadSigner(t *testing.T) {
 	if got, err := s.PublicKeyPEM(); err != nil || !bytes.Equal(got, pub) {
 		t.Errorf("the public key is\n%s, want cosign.pub's\n%s (%v)", got, pub, err)
 	}
-	verifier := loadVerifier(t, pub)
+	verifier := publishtest.Verifier(t, pub)
 	msg := []byte("payload")
 	sig, err := s.sv.SignMessage(bytes.NewReader(msg))
 	if err != nil {
@@ -262,7 +247,7 @@ func checkSignature(t *testing.T, repo *remote.Repository, l ocispec.Descriptor,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := loadVerifier(t, pub).VerifySignature(bytes.NewReader(sig), bytes.NewReader(blob)); err != nil {
+	if err := publishtest.Verifier(t, pub).VerifySignature(bytes.NewReader(sig), bytes.NewReader(blob)); err != nil {
 		t.Errorf("the public key does not verify the signature: %v", err)
 	}
 }
