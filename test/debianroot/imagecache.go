@@ -57,7 +57,7 @@ func cachedImage(root Root, kind, ref string, write func(archive string) (v1.Has
 	if err != nil {
 		return "", v1.Hash{}, err
 	}
-	if _, err := root.Dir(); err != nil {
+	if _, err := root.check(entry); err != nil {
 		return "", v1.Hash{}, err
 	}
 	key, err := imageKey(filepath.Base(entry), kind, ref)
