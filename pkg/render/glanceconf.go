@@ -30,9 +30,9 @@ type ConfigFacts struct {
 const (
 	// ImageCacheDriver is the image cache's metadata driver.
 	ImageCacheDriver = "sqlite"
-	// EnabledImportMethods are the import methods offered; glance reads
-	// them with oslo.config's bracketed list type, so the brackets are needed.
-	EnabledImportMethods = "[glance-direct,web-download]"
+	// GlanceDirectMethod is the import method that imports data staged
+	// through the API.
+	GlanceDirectMethod = "glance-direct"
 	// MemcachedPort is the port of a memcached cluster named by
 	// cache.clusterRef.
 	MemcachedPort = 11211
@@ -104,7 +104,8 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		f.Set(def, "image_cache_driver", ImageCacheDriver)
 		f.Set(def, "image_cache_max_size", strconv.FormatInt(ImageCacheMaxSize(c.Size), 10))
 	}
-	f.Set(def, "enabled_import_methods", EnabledImportMethods)
+	// oslo.config reads a bracketed list: the brackets are needed.
+	f.Set(def, "enabled_import_methods", "["+strings.Join(ImportMethods(s), ",")+"]")
 	if RendersLoggingConf(s) {
 		f.Set(def, "log_config_append", LoggingConfPath)
 	}
@@ -139,6 +140,11 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 
 	if facts.DefaultBackend != "" {
 		w.literal("glance_store", "default_backend", facts.DefaultBackend)
+	}
+	if s.WebDownload != nil {
+		if err := webDownloadFilter(f, s.WebDownload); err != nil {
+			return nil, err
+		}
 	}
 	f.Set("os_glance_staging_store", "filesystem_store_datadir", StagingDir)
 	f.Set("os_glance_tasks_store", "filesystem_store_datadir", TasksWorkDir)
@@ -184,6 +190,15 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		}
 	}
 	return f, nil
+}
+
+// ImportMethods are the import methods the Glance offers.
+func ImportMethods(s *v1alpha1.GlanceSpec) []string {
+	methods := []string{GlanceDirectMethod}
+	if WebDownloadOffered(s) {
+		methods = append(methods, WebDownloadMethod)
+	}
+	return methods
 }
 
 var pluginNamePattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
