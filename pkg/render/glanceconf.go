@@ -24,15 +24,15 @@ type ConfigFacts struct {
 	// PolicyRules are the rules read from policyOverrides.configMapRef; the
 	// spec's own rules win over them.
 	PolicyRules map[string]string
+	// StoreCount is how many stores the backends Secret configures; from
+	// two on, images can be copied between them (copy-image).
+	StoreCount int
 }
 
 // Values glance-api.conf always carries.
 const (
 	// ImageCacheDriver is the image cache's metadata driver.
 	ImageCacheDriver = "sqlite"
-	// EnabledImportMethods are the import methods offered; glance reads
-	// them with oslo.config's bracketed list type, so the brackets are needed.
-	EnabledImportMethods = "[glance-direct,web-download]"
 	// MemcachedPort is the port of a memcached cluster named by
 	// cache.clusterRef.
 	MemcachedPort = 11211
@@ -104,7 +104,7 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		f.Set(def, "image_cache_driver", ImageCacheDriver)
 		f.Set(def, "image_cache_max_size", strconv.FormatInt(ImageCacheMaxSize(c.Size), 10))
 	}
-	f.Set(def, "enabled_import_methods", EnabledImportMethods)
+	f.Set(def, "enabled_import_methods", EnabledImportMethods(facts.StoreCount))
 	if RendersLoggingConf(s) {
 		f.Set(def, "log_config_append", LoggingConfPath)
 	}
@@ -187,6 +187,18 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 }
 
 var pluginNamePattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// EnabledImportMethods are the import methods offered with stores stores:
+// glance-direct and web-download, and copy-image once there is a second
+// store to copy to. Glance reads them with oslo.config's bracketed list
+// type, so the brackets are needed.
+func EnabledImportMethods(stores int) string {
+	methods := []string{"glance-direct", "web-download"}
+	if stores >= 2 {
+		methods = append(methods, "copy-image")
+	}
+	return "[" + strings.Join(methods, ",") + "]"
+}
 
 // memcachedServers is the comma-separated server list of spec.cache, or empty
 // without a cache.
