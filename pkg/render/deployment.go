@@ -74,6 +74,7 @@ func Deployment(g *v1alpha1.Glance, f WorkloadFacts) (*appsv1.Deployment, error)
 		corev1.VolumeMount{Name: VolumeStaging, MountPath: StagingDir},
 		corev1.VolumeMount{Name: VolumeTasksWork, MountPath: TasksWorkDir},
 	)
+	api.Env = append(api.Env, workerSelfReferenceEnv(f.PodIPFamily)...)
 	api.Ports = []corev1.ContainerPort{{Name: PortNameAPI, ContainerPort: v1alpha1.APIPort, Protocol: corev1.ProtocolTCP}}
 	api.Resources = apiResources(g)
 	api.StartupProbe, api.ReadinessProbe, api.LivenessProbe = apiProbes()
@@ -183,6 +184,22 @@ func APICommand(g *v1alpha1.Glance) ([]string, error) {
 		cmd = append(cmd, "--harakiri", strconv.Itoa(int(*u.Harakiri)))
 	}
 	return cmd, nil
+}
+
+// workerSelfReferenceEnv sets worker_self_reference_url to the pod's own
+// address. Glance records it on an image staged through glance-direct
+// (os_glance_stage_host), and a replica that receives the import of an
+// image staged on another proxies the call there, to the one pod whose
+// staging emptyDir holds the data. The pods serve plain HTTP on APIPort.
+func workerSelfReferenceEnv(family corev1.IPFamily) []corev1.EnvVar {
+	host := "$(" + EnvPodIP + ")"
+	if family == corev1.IPv6Protocol {
+		host = "[" + host + "]"
+	}
+	return []corev1.EnvVar{
+		{Name: EnvPodIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+		{Name: EnvWorkerSelfReferenceURL, Value: "http://" + host + ":" + strconv.Itoa(v1alpha1.APIPort)},
+	}
 }
 
 // uwsgiCloseAfterChunkedInput is the uWSGI routing rule that adds

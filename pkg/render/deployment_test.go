@@ -477,7 +477,7 @@ func TestDeploymentImageCache(t *testing.T) {
 	if m := mount(side, VolumeImageCache); m.MountPath != ImageCacheDir || m.ReadOnly {
 		t.Errorf("sidecar image-cache mount %+v", m)
 	}
-	if !reflect.DeepEqual(side.Env, api.Env) {
+	if !reflect.DeepEqual(side.Env, envWithoutSelfReference(api)) {
 		t.Errorf("sidecar env %v, glance-api %v", side.Env, api.Env)
 	}
 	if side.Resources.Limits.Memory().Cmp(resource.MustParse("512Mi")) > 0 || side.Resources.Requests.Cpu().Cmp(resource.MustParse("100m")) > 0 {
@@ -544,10 +544,54 @@ func TestSecurityContext(t *testing.T) {
 				secretEnv("OS_DATABASE__CONNECTION", "glance-db-connection", "connection"),
 				secretEnv("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "glance-service-user", "password"),
 			}
+			if what == "Deployment" && c.Name == ContainerAPI {
+				wantEnv = append(wantEnv, wantSelfReferenceEnv("http://$(GLANCE_POD_IP):9292")...)
+			}
 			if !reflect.DeepEqual(c.Env, wantEnv) {
 				t.Errorf("%s/%s: env %+v", what, c.Name, c.Env)
 			}
 		}
+	}
+}
+
+// TestDeploymentWorkerSelfReferenceURL: glance-api, and no other
+// container, advertises its pod's own address as worker_self_reference_url
+// through oslo.config's environment source, the pod IP bracketed when the
+// pods' family is IPv6.
+func TestDeploymentWorkerSelfReferenceURL(t *testing.T) {
+	for _, tc := range []struct {
+		family corev1.IPFamily
+		want   string
+	}{
+		{"", "http://$(GLANCE_POD_IP):9292"},
+		{corev1.IPv4Protocol, "http://$(GLANCE_POD_IP):9292"},
+		{corev1.IPv6Protocol, "http://[$(GLANCE_POD_IP)]:9292"},
+	} {
+		for _, g := range []*v1alpha1.Glance{minimalGlance(), uwsgiEveryKnobGlance(), imageCacheGlance()} {
+			facts := testFacts()
+			facts.PodIPFamily = tc.family
+			pod := mustDeployment(t, g, facts).Spec.Template.Spec
+			api := container(t, pod.Containers, ContainerAPI)
+			// The variable the URL expands is defined before it, or the
+			// kubelet would leave "$(GLANCE_POD_IP)" in place.
+			if got := api.Env[len(api.Env)-2:]; !reflect.DeepEqual(got, wantSelfReferenceEnv(tc.want)) {
+				t.Errorf("%s, family %q: glance-api env ends in %+v, want %s", g.Spec.OpenStackRelease, tc.family, got, tc.want)
+			}
+			for _, c := range pod.Containers {
+				if c.Name != ContainerAPI && len(envWithoutSelfReference(&c)) != len(c.Env) {
+					t.Errorf("container %s has the API's own address: %+v", c.Name, c.Env)
+				}
+			}
+		}
+	}
+}
+
+// wantSelfReferenceEnv is the env that gives glance-api url as its
+// worker_self_reference_url.
+func wantSelfReferenceEnv(url string) []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "GLANCE_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+		{Name: "OS_DEFAULT__WORKER_SELF_REFERENCE_URL", Value: url},
 	}
 }
 

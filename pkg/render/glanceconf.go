@@ -24,6 +24,9 @@ type ConfigFacts struct {
 	// PolicyRules are the rules read from policyOverrides.configMapRef; the
 	// spec's own rules win over them.
 	PolicyRules map[string]string
+	// StoreCount is how many stores the backends Secret configures; from
+	// two on, images can be copied between them (copy-image).
+	StoreCount int
 }
 
 // Values glance-api.conf always carries.
@@ -33,6 +36,9 @@ const (
 	// GlanceDirectMethod is the import method that imports data staged
 	// through the API.
 	GlanceDirectMethod = "glance-direct"
+	// CopyImageMethod is the import method that copies an active image
+	// into more stores.
+	CopyImageMethod = "copy-image"
 	// MemcachedPort is the port of a memcached cluster named by
 	// cache.clusterRef.
 	MemcachedPort = 11211
@@ -105,7 +111,7 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		f.Set(def, "image_cache_max_size", strconv.FormatInt(ImageCacheMaxSize(c.Size), 10))
 	}
 	// oslo.config reads a bracketed list: the brackets are needed.
-	f.Set(def, "enabled_import_methods", "["+strings.Join(ImportMethods(s), ",")+"]")
+	f.Set(def, "enabled_import_methods", "["+strings.Join(ImportMethods(s, facts.StoreCount), ",")+"]")
 	if RendersLoggingConf(s) {
 		f.Set(def, "log_config_append", LoggingConfPath)
 	}
@@ -192,11 +198,16 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 	return f, nil
 }
 
-// ImportMethods are the import methods the Glance offers.
-func ImportMethods(s *v1alpha1.GlanceSpec) []string {
+// ImportMethods are the import methods a Glance with stores stores offers:
+// glance-direct; web-download unless a NetworkPolicy would let it fetch
+// nothing; and copy-image once there is a second store to copy to.
+func ImportMethods(s *v1alpha1.GlanceSpec, stores int) []string {
 	methods := []string{GlanceDirectMethod}
 	if WebDownloadOffered(s) {
 		methods = append(methods, WebDownloadMethod)
+	}
+	if stores >= 2 {
+		methods = append(methods, CopyImageMethod)
 	}
 	return methods
 }

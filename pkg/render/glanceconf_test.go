@@ -63,6 +63,21 @@ func TestGlanceAPIConf(t *testing.T) {
 			want:  map[[2]string]string{{"glance_store", "default_backend"}: "primary"},
 		},
 		{
+			name:  "one store: nothing to copy an image to",
+			facts: ConfigFacts{DefaultBackend: "primary", StoreCount: 1},
+			want:  map[[2]string]string{{"DEFAULT", "enabled_import_methods"}: "[glance-direct,web-download]"},
+		},
+		{
+			name:  "two stores offer copy-image",
+			facts: ConfigFacts{DefaultBackend: "primary", StoreCount: 2},
+			want:  map[[2]string]string{{"DEFAULT", "enabled_import_methods"}: "[glance-direct,web-download,copy-image]"},
+		},
+		{
+			name:  "three stores offer copy-image",
+			facts: ConfigFacts{DefaultBackend: "primary", StoreCount: 3},
+			want:  map[[2]string]string{{"DEFAULT", "enabled_import_methods"}: "[glance-direct,web-download,copy-image]"},
+		},
+		{
 			name:   "workers under eventlet",
 			mutate: func(g *v1alpha1.Glance) { g.Spec.APIServer = &v1alpha1.APIServerSpec{Workers: ptr.To[int32](6)} },
 			want:   map[[2]string]string{{"DEFAULT", "workers"}: "6"},

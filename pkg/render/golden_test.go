@@ -41,14 +41,14 @@ func goldenCases() []goldenCase {
 		{
 			name:     "minimal",
 			glance:   minimalGlance(),
-			facts:    ConfigFacts{DefaultBackend: "primary"},
+			facts:    ConfigFacts{DefaultBackend: "primary", StoreCount: 1},
 			backends: []Backend{s3Backend("primary", true)},
 			dbUser:   "glance", dbPassword: "s3cr3t",
 		},
 		{
 			name:   "full",
 			glance: fullGlance(),
-			facts: ConfigFacts{DefaultBackend: "ceph-s3", PolicyRules: map[string]string{
+			facts: ConfigFacts{DefaultBackend: "ceph-s3", StoreCount: len(fullBackends), PolicyRules: map[string]string{
 				"get_images":       "role:member",
 				"delete_image":     "role:admin",
 				"context_is_admin": "role:admin",

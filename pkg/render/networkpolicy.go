@@ -45,10 +45,12 @@ const (
 // NetworkPolicy isolates the glance-api pods of g (spec.networkPolicy).
 //
 // Ingress: TCP APIPort from each spec.networkPolicy.ingress source, the
-// gateway's namespace (with spec.gateway) and facts.OperatorNamespace.
+// gateway's namespace (with spec.gateway), facts.OperatorNamespace and the
+// Glance's own API pods.
 //
 // Egress, in this order:
 //   - DNS, UDP and TCP 53, to the kube-dns pods in kube-system;
+//   - TCP APIPort to the Glance's own API pods;
 //   - to the Glance's namespace: the database port in managed mode (the
 //     MariaDB cluster lives there) and 11211 for cache.clusterRef;
 //   - port-only (any destination), since the host may be anywhere: the
@@ -132,6 +134,7 @@ func netpolIngress(g *v1alpha1.Glance, f NetworkPolicyFacts) ([]networkingv1.Net
 			from = append(from, netpolNamespacePeer(ns))
 		}
 	}
+	from = append(from, netpolAPIPodsPeer(g))
 	return []networkingv1.NetworkPolicyIngressRule{{
 		Ports: netpolTCPPorts([]int32{v1alpha1.APIPort}),
 		From:  from,
@@ -219,6 +222,10 @@ func netpolEgress(g *v1alpha1.Glance, f NetworkPolicyFacts) ([]networkingv1.Netw
 			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{DNSPodLabelKey: DNSPodLabelValue}},
 		}},
 	}}
+	egress = append(egress, networkingv1.NetworkPolicyEgressRule{
+		Ports: netpolTCPPorts([]int32{v1alpha1.APIPort}),
+		To:    []networkingv1.NetworkPolicyPeer{netpolAPIPodsPeer(g)},
+	})
 	if len(inNamespace) > 0 {
 		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
 			Ports: netpolTCPPorts(inNamespace),
@@ -246,6 +253,13 @@ func netpolNamespacePeer(ns string) networkingv1.NetworkPolicyPeer {
 	return networkingv1.NetworkPolicyPeer{
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelNamespaceName: ns}},
 	}
+}
+
+// netpolAPIPodsPeer selects the Glance's own API pods. A replica proxies
+// the import of an image staged on another replica to that pod's address
+// (worker_self_reference_url), so the pods must reach each other.
+func netpolAPIPodsPeer(g *v1alpha1.Glance) networkingv1.NetworkPolicyPeer {
+	return networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: APIPodLabels(g.Name)}}
 }
 
 // netpolTCPPorts lists ports as TCP, each once, ascending.

@@ -117,6 +117,13 @@ func describeEgress(rules []networkingv1.NetworkPolicyEgressRule) []string {
 	return out
 }
 
+// podAPI selects the Glance's own API pods (in its namespace): a replica
+// proxies a glance-direct import to the one that staged it.
+const (
+	podAPI            = "pod(app.kubernetes.io/component=api,app.kubernetes.io/instance=glance,app.kubernetes.io/managed-by=glance-operator,app.kubernetes.io/name=glance)"
+	wantAPIPodsEgress = podAPI + " -> TCP/9292"
+)
+
 const (
 	wantDNSEgress      = "ns(kubernetes.io/metadata.name=kube-system) pod(k8s-app=kube-dns) -> UDP/53,TCP/53"
 	wantExtraEgress    = "ip(10.20.0.0/16) -> TCP/8443"
@@ -125,7 +132,7 @@ const (
 	nsGateways         = "ns(kubernetes.io/metadata.name=gateways)"
 	nsOpenstack        = "ns(kubernetes.io/metadata.name=openstack)"
 	nsOperator         = "ns(kubernetes.io/metadata.name=" + testOperatorNamespace + ")"
-	managedAPIIngress  = nsNova + "|" + podHorizon + "|" + nsGateways + "|" + nsOperator + " -> TCP/9292"
+	managedAPIIngress  = nsNova + "|" + podHorizon + "|" + nsGateways + "|" + nsOperator + "|" + podAPI + " -> TCP/9292"
 	managedAnyEgress   = "* -> TCP/443,TCP/5000,TCP/9000"
 	managedLocalEgress = nsOpenstack + " -> TCP/3306,TCP/11211"
 )
@@ -142,16 +149,16 @@ func TestNetworkPolicy(t *testing.T) {
 		{
 			name:        "managed database, memcached cluster, gateway",
 			wantIngress: []string{managedAPIIngress},
-			wantEgress:  []string{wantDNSEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
 		},
 		{
 			name:        "brownfield database, memcached servers, public Keystone",
 			glance:      brownfieldNetworkPolicyGlance,
 			mutate:      func(_ *v1alpha1.Glance, f *NetworkPolicyFacts) { *f = brownfieldNetworkPolicyFacts() },
-			wantIngress: []string{"ns(tenant=cloud) pod(app in (cinder-volume,nova-api))" + "|" + nsOperator + " -> TCP/9292"},
+			wantIngress: []string{"ns(tenant=cloud) pod(app in (cinder-volume,nova-api))" + "|" + nsOperator + "|" + podAPI + " -> TCP/9292"},
 			// 11211 once for both servers; 80 from S3, 443 from the public
 			// Keystone, 5000 from the internal one, 3307 from the host.
-			wantEgress: []string{wantDNSEgress, "* -> TCP/80,TCP/443,TCP/3307,TCP/5000,TCP/11211"},
+			wantEgress: []string{wantDNSEgress, wantAPIPodsEgress, "* -> TCP/80,TCP/443,TCP/3307,TCP/5000,TCP/11211"},
 		},
 		{
 			name: "brownfield database with a memcached cluster",
@@ -160,7 +167,7 @@ func TestNetworkPolicy(t *testing.T) {
 				g.Spec.Database.Host = "10.0.0.5"
 			},
 			wantIngress: []string{managedAPIIngress},
-			wantEgress:  []string{wantDNSEgress, nsOpenstack + " -> TCP/11211", "* -> TCP/443,TCP/3306,TCP/5000,TCP/9000", wantExtraEgress},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, nsOpenstack + " -> TCP/11211", "* -> TCP/443,TCP/3306,TCP/5000,TCP/9000", wantExtraEgress},
 		},
 		{
 			name: "managed database on another port, no cache, no S3, no additional egress",
@@ -172,7 +179,7 @@ func TestNetworkPolicy(t *testing.T) {
 			},
 			wantIngress: []string{managedAPIIngress},
 			// Keystone is always reached.
-			wantEgress: []string{wantDNSEgress, nsOpenstack + " -> TCP/3307", "* -> TCP/5000"},
+			wantEgress: []string{wantDNSEgress, wantAPIPodsEgress, nsOpenstack + " -> TCP/3307", "* -> TCP/5000"},
 		},
 		{
 			name: "cache servers: IPv6, duplicate ports, sorted",
@@ -180,7 +187,7 @@ func TestNetworkPolicy(t *testing.T) {
 				g.Spec.Cache = &v1alpha1.CacheSpec{Servers: []string{"mc-b:11212", "[fd00::1]:11211", "mc-a:11212"}}
 			},
 			wantIngress: []string{managedAPIIngress},
-			wantEgress:  []string{wantDNSEgress, nsOpenstack + " -> TCP/3306", "* -> TCP/443,TCP/5000,TCP/9000,TCP/11211,TCP/11212", wantExtraEgress},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, nsOpenstack + " -> TCP/3306", "* -> TCP/443,TCP/5000,TCP/9000,TCP/11211,TCP/11212", wantExtraEgress},
 		},
 		{
 			name: "Keystone ports: explicit https port, public endpoint default port",
@@ -190,27 +197,27 @@ func TestNetworkPolicy(t *testing.T) {
 				f.S3Endpoints = nil
 			},
 			wantIngress: []string{managedAPIIngress},
-			wantEgress:  []string{wantDNSEgress, managedLocalEgress, "* -> TCP/80,TCP/8443", wantExtraEgress},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, managedLocalEgress, "* -> TCP/80,TCP/8443", wantExtraEgress},
 		},
 		{
 			name:        "no gateway: only the sources and the operator",
 			mutate:      func(g *v1alpha1.Glance, _ *NetworkPolicyFacts) { g.Spec.Gateway = nil },
-			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOperator + " -> TCP/9292"},
-			wantEgress:  []string{wantDNSEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
+			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOperator + "|" + podAPI + " -> TCP/9292"},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
 		},
 		{
 			name:        "gateway namespace defaults to the Glance's",
 			mutate:      func(g *v1alpha1.Glance, _ *NetworkPolicyFacts) { g.Spec.Gateway.ParentRef.Namespace = "" },
-			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOpenstack + "|" + nsOperator + " -> TCP/9292"},
-			wantEgress:  []string{wantDNSEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
+			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOpenstack + "|" + nsOperator + "|" + podAPI + " -> TCP/9292"},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
 		},
 		{
 			name: "gateway in the operator's namespace is admitted once",
 			mutate: func(g *v1alpha1.Glance, _ *NetworkPolicyFacts) {
 				g.Spec.Gateway.ParentRef.Namespace = testOperatorNamespace
 			},
-			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOperator + " -> TCP/9292"},
-			wantEgress:  []string{wantDNSEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
+			wantIngress: []string{nsNova + "|" + podHorizon + "|" + nsOperator + "|" + podAPI + " -> TCP/9292"},
+			wantEgress:  []string{wantDNSEgress, wantAPIPodsEgress, managedLocalEgress, managedAnyEgress, wantExtraEgress},
 		},
 
 		{name: "no networkPolicy", mutate: func(g *v1alpha1.Glance, _ *NetworkPolicyFacts) { g.Spec.NetworkPolicy = nil }, wantErr: "spec.networkPolicy is not set"},

@@ -38,6 +38,12 @@ type WorkloadFacts struct {
 	// (UpgradeKey); it labels the phase Jobs, so the next upgrade never
 	// takes an earlier one's Jobs for its own.
 	Upgrade string
+	// PodIPFamily is the IP family of the API pods' own addresses
+	// (status.podIP), which a URL brackets when it is IPv6; empty is IPv4.
+	// The Deployment step takes the API Service's: a single-stack cluster
+	// has one family, and a dual-stack one whose pod and Service ranges
+	// are listed in the same order gives both its first family.
+	PodIPFamily corev1.IPFamily
 }
 
 // Names of the pod template annotations. The operator's annotations are in
@@ -94,6 +100,17 @@ const (
 	EnvDatabaseConnection = "OS_DATABASE__CONNECTION"
 	EnvAuthtokenPassword  = "OS_KEYSTONE_AUTHTOKEN__PASSWORD"
 	EnvAuthtokenUsername  = "OS_KEYSTONE_AUTHTOKEN__USERNAME"
+)
+
+// Env vars through which each API pod learns its own address: the config
+// is one ConfigMap for every replica, so a per-pod option comes from the
+// downward API through oslo.config's environment source.
+const (
+	// EnvPodIP is the pod's status.podIP.
+	EnvPodIP = "GLANCE_POD_IP"
+	// EnvWorkerSelfReferenceURL is [DEFAULT] worker_self_reference_url,
+	// built from EnvPodIP by the kubelet's $(VAR) expansion.
+	EnvWorkerSelfReferenceURL = "OS_DEFAULT__WORKER_SELF_REFERENCE_URL"
 )
 
 // TmpDir is the writable /tmp of every container: the root file system is

@@ -121,3 +121,15 @@ func mountNames(c *corev1.Container) []string {
 func allContainers(p *corev1.PodSpec) []corev1.Container {
 	return append(append([]corev1.Container{}, p.InitContainers...), p.Containers...)
 }
+
+// envWithoutSelfReference is c's env without the API pod's own address,
+// which only glance-api has.
+func envWithoutSelfReference(c *corev1.Container) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	for _, e := range c.Env {
+		if e.Name != EnvPodIP && e.Name != EnvWorkerSelfReferenceURL {
+			env = append(env, e)
+		}
+	}
+	return env
+}

@@ -291,7 +291,7 @@ func (s *suite) renderObjects(t *testing.T, g *v1alpha1.Glance, m launchMode) re
 			def = b.Name
 		}
 	}
-	files, err := render.ConfigFiles(g, render.ConfigFacts{DefaultBackend: def})
+	files, err := render.ConfigFiles(g, render.ConfigFacts{DefaultBackend: def, StoreCount: len(backends)})
 	if err != nil {
 		t.Fatalf("ConfigFiles: %v", err)
 	}

@@ -314,9 +314,12 @@ func expandRefs(s string, vars map[string]string) string {
 	})
 }
 
+// podIP is a pod's status.podIP in the harness.
+const podIP = "127.0.0.1"
+
 // environment resolves a container's env as the kubelet does: the image's
-// PATH and HOME, HOSTNAME, then env (values, Secret and ConfigMap keys) in
-// order with $(VAR) expansion.
+// PATH and HOME, HOSTNAME, then env (values, Secret and ConfigMap keys, the
+// pod's IP) in order with $(VAR) expansion.
 func (p *pod) environment(c corev1.Container, uid int) ([]string, error) {
 	var names []string
 	vars := map[string]string{}
@@ -371,8 +374,12 @@ func (p *pod) environment(c corev1.Container, uid int) ([]string, error) {
 			case !ptr.Deref(r.Optional, false):
 				return nil, fmt.Errorf("env %s of container %s: configmap %s has no key %q", e.Name, c.Name, r.Name, r.Key)
 			}
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			// The pod's own address: its network namespace's loopback,
+			// where its servers listen and its peers would reach it.
+			set(e.Name, podIP)
 		default:
-			return nil, fmt.Errorf("env %s of container %s: the harness resolves only values, secretKeyRef and configMapKeyRef", e.Name, c.Name)
+			return nil, fmt.Errorf("env %s of container %s: the harness resolves only values, secretKeyRef, configMapKeyRef and status.podIP", e.Name, c.Name)
 		}
 	}
 	env := make([]string, 0, len(names))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // NetworkPolicy: created with spec.networkPolicy (admitting the listed
-// sources and the operator's namespace on 9292), updated with it, and
-// removed with it.
+// sources, the operator's namespace and the Glance's own pods on 9292),
+// updated with it, and removed with it.
 func TestNetworkPolicyLifecycle(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, "e2e-netpol")
@@ -35,14 +36,23 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 		return np.Spec.Ingress[0].From
 	}
 	from := peers()
-	if len(from) != 2 {
-		t.Fatalf("ingress peers %+v, want the source and the operator's namespace", from)
+	if len(from) != 3 {
+		t.Fatalf("ingress peers %+v, want the source, the operator's namespace and the Glance's own pods", from)
 	}
 	operatorPeer := slices.ContainsFunc(from, func(p networkingv1.NetworkPolicyPeer) bool {
 		return p.NamespaceSelector != nil && p.NamespaceSelector.MatchLabels[render.LabelNamespaceName] == stack.OperatorNamespace
 	})
 	if !operatorPeer {
 		t.Errorf("no ingress peer for the operator's namespace %s: %+v", stack.OperatorNamespace, from)
+	}
+	// A replica hands a glance-direct import to the one that staged it.
+	ownPods := func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.NamespaceSelector == nil && p.PodSelector != nil && maps.Equal(p.PodSelector.MatchLabels, np.Spec.PodSelector.MatchLabels)
+	}
+	if !slices.ContainsFunc(from, ownPods) || !slices.ContainsFunc(np.Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+		return slices.ContainsFunc(r.To, ownPods) && len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 9292
+	}) {
+		t.Errorf("the policy does not admit the Glance's pods to each other on 9292: ingress %+v, egress %+v", from, np.Spec.Egress)
 	}
 	if port := np.Spec.Ingress[0].Ports; len(port) != 1 || port[0].Port.IntValue() != 9292 {
 		t.Errorf("ingress ports %+v, want 9292", port)
@@ -56,9 +66,9 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 
 	nova := v1alpha1.NetworkPolicySource{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nova"}}}
 	s.update(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy.Ingress = append(g.Spec.NetworkPolicy.Ingress, nova) })
-	s.eventually("a third ingress peer", func() (bool, string) {
+	s.eventually("a fourth ingress peer", func() (bool, string) {
 		from := peers()
-		return len(from) == 3, fmt.Sprintf("%+v", from)
+		return len(from) == 4, fmt.Sprintf("%+v", from)
 	})
 	s.ready(map[string]string{v1alpha1.ConditionNetworkPolicyReady: v1alpha1.ReasonNetworkPolicyReady})
 

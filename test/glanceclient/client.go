@@ -43,6 +43,29 @@ type Image struct {
 	Size   int64    `json:"size"`
 	Stores string   `json:"stores"`
 	Tags   []string `json:"tags"`
+	// Checksum is the data's MD5, OSHashValue its digest in OSHashAlgo.
+	Checksum    string `json:"checksum"`
+	OSHashAlgo  string `json:"os_hash_algo"`
+	OSHashValue string `json:"os_hash_value"`
+	// ImportingToStores and FailedImport are the stores an import is
+	// still bringing the data to and those it failed for, comma-separated.
+	ImportingToStores string `json:"os_glance_importing_to_stores"`
+	FailedImport      string `json:"os_glance_failed_import"`
+}
+
+// Import is the body of an image import call.
+type Import struct {
+	Method ImportMethod `json:"method"`
+	// Stores are the stores to import to; AllStores means every store.
+	Stores    []string `json:"stores,omitempty"`
+	AllStores bool     `json:"all_stores,omitempty"`
+}
+
+// ImportMethod names the import method: glance-direct, web-download (with
+// URI) or copy-image.
+type ImportMethod struct {
+	Name string `json:"name"`
+	URI  string `json:"uri,omitempty"`
 }
 
 // send sends a request; contentLength -1 with a body sends it chunked.
@@ -152,6 +175,39 @@ func (c *Client) Upload(id, store string, data []byte) (Response, error) {
 // Content-Length, so glance_store knows the size up front.
 func (c *Client) UploadSized(id, store string, data []byte) (Response, error) {
 	return c.Do(http.MethodPut, "/v2/images/"+id+"/file", uploadHeader(store), bytes.NewReader(data), int64(len(data)))
+}
+
+// CreateImage creates a raw, bare image named name, which holds no data
+// yet (queued).
+func (c *Client) CreateImage(name string) (Image, Response, error) {
+	var img Image
+	r, err := c.JSON(http.MethodPost, "/v2/images", map[string]string{"name": name, "disk_format": "raw", "container_format": "bare"}, &img)
+	if err == nil && r.Code != http.StatusCreated {
+		err = fmt.Errorf("create image %s: %s", name, r)
+	}
+	return img, r, err
+}
+
+// Stage PUTs data into the image's staging area, the first half of a
+// glance-direct import.
+func (c *Client) Stage(id string, data []byte) (Response, error) {
+	return c.Do(http.MethodPut, "/v2/images/"+id+"/stage", uploadHeader(""), bytes.NewReader(data), int64(len(data)))
+}
+
+// StartImport asks Glance to import the image; it answers 202 once the
+// import runs.
+func (c *Client) StartImport(id string, in Import) (Response, error) {
+	return c.JSON(http.MethodPost, "/v2/images/"+id+"/import", in, nil)
+}
+
+// Image GETs the image.
+func (c *Client) Image(id string) (Image, Response, error) {
+	var img Image
+	r, err := c.JSON(http.MethodGet, "/v2/images/"+id, nil, &img)
+	if err == nil && r.Code != http.StatusOK {
+		err = fmt.Errorf("GET image %s: %s", id, r)
+	}
+	return img, r, err
 }
 
 // Download GETs the image's data and returns its sha256 and size without

@@ -152,3 +152,52 @@ func TestKeystoneToken(t *testing.T) {
 		t.Errorf("a wrong password: %v, want HTTP 401 with Keystone's message", err)
 	}
 }
+
+func TestStageImportAndImage(t *testing.T) {
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		calls = append(calls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(b))
+		switch {
+		case r.Method == http.MethodPut && r.URL.Path == "/v2/images/img/stage":
+			w.WriteHeader(http.StatusNoContent)
+		case r.Method == http.MethodPost && r.URL.Path == "/v2/images/img/import":
+			w.WriteHeader(http.StatusAccepted)
+		case r.Method == http.MethodPost && r.URL.Path == "/v2/images":
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":"img","name":"n","status":"queued"}`)
+		case r.Method == http.MethodGet && r.URL.Path == "/v2/images/img":
+			_, _ = io.WriteString(w, `{"id":"img","status":"active","stores":"s3,s3-second","checksum":"c","os_hash_algo":"sha512","os_hash_value":"h","os_glance_failed_import":"","os_glance_importing_to_stores":"s3-third"}`)
+		default:
+			http.Error(w, "no such image", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c := &Client{HTTP: srv.Client(), Base: srv.URL}
+
+	if img, _, err := c.CreateImage("n"); err != nil || img.ID != "img" || img.Status != "queued" {
+		t.Errorf("CreateImage: %+v %v", img, err)
+	}
+	if r, err := c.Stage("img", []byte("data")); err != nil || r.Code != http.StatusNoContent {
+		t.Errorf("Stage: %v %v", r, err)
+	}
+	if r, err := c.StartImport("img", Import{Method: ImportMethod{Name: "copy-image"}, Stores: []string{"s3-second"}}); err != nil || r.Code != http.StatusAccepted {
+		t.Errorf("StartImport: %v %v", r, err)
+	}
+	want := []string{
+		`POST /v2/images application/json {"container_format":"bare","disk_format":"raw","name":"n"}`,
+		"PUT /v2/images/img/stage application/octet-stream data",
+		`POST /v2/images/img/import application/json {"method":{"name":"copy-image"},"stores":["s3-second"]}`,
+	}
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+	img, _, err := c.Image("img")
+	if err != nil || img.Status != "active" || img.Stores != "s3,s3-second" || img.Checksum != "c" || img.OSHashAlgo != "sha512" ||
+		img.OSHashValue != "h" || img.ImportingToStores != "s3-third" || img.FailedImport != "" {
+		t.Errorf("Image = %+v, %v", img, err)
+	}
+	if _, r, err := c.Image("gone"); err == nil || r.Code != http.StatusNotFound {
+		t.Errorf("Image of a missing image: %v %v, want an error with the 404", r, err)
+	}
+}

@@ -240,7 +240,23 @@ func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time)
 // Object looks an object of the bucket up in the S3 stand-in; ok is false
 // when there is none.
 func (s *Scene) Object(ctx context.Context, key string) (obj s3store.Object, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.S3Admin+"/objects/"+Bucket+"/"+url.PathEscape(key), nil)
+	return s.BucketObject(ctx, Bucket, key)
+}
+
+// CreateBucket creates a bucket in the S3 stand-in, for another
+// GlanceBackend; one that exists is left as it is.
+func (s *Scene) CreateBucket(ctx context.Context, bucket string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.S3Admin+"/buckets/"+url.PathEscape(bucket), nil)
+	if err != nil {
+		return err
+	}
+	return adminCall(req, nil)
+}
+
+// BucketObject looks an object of bucket up in the S3 stand-in; ok is
+// false when there is none.
+func (s *Scene) BucketObject(ctx context.Context, bucket, key string) (obj s3store.Object, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.S3Admin+"/objects/"+url.PathEscape(bucket)+"/"+url.PathEscape(key), nil)
 	if err != nil {
 		return obj, false, err
 	}

@@ -50,6 +50,8 @@ type backendsProjection struct {
 	secretName string
 	// defaultBackend is the default store of a valid projection.
 	defaultBackend string
+	// stores counts the stores of a valid projection.
+	stores int
 	// live are the names the Deployment runs with.
 	live liveNames
 	// endpoints are the S3 hosts of the mounted and the rendered backends,
@@ -213,6 +215,7 @@ func reconcileBackends(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	p.backends.valid, p.backends.secretName, p.backends.defaultBackend = true, name, defaults[0]
+	p.backends.stores = len(rendered)
 	names := make([]string, len(rendered))
 	for i, b := range rendered {
 		names[i] = b.Name

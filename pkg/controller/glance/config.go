@@ -36,7 +36,7 @@ func reconcileConfig(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl.Res
 		pipeline.SetCondition(g, v1alpha1.ConditionSecretsReady, metav1.ConditionFalse, v1alpha1.ReasonConfigError, msg)
 		return ctrl.Result{RequeueAfter: SecretsPollInterval}, nil
 	}
-	files, err := render.ConfigFiles(g, render.ConfigFacts{DefaultBackend: p.backends.defaultBackend, PolicyRules: rules})
+	files, err := render.ConfigFiles(g, render.ConfigFacts{DefaultBackend: p.backends.defaultBackend, PolicyRules: rules, StoreCount: p.backends.stores})
 	if err != nil {
 		// Until the spec is fixed the Deployment keeps running the last good config.
 		return terminalFailure(g, v1alpha1.ConditionSecretsReady, v1alpha1.ReasonConfigError, fmt.Sprintf("cannot render the config: %v", err))

@@ -36,13 +36,26 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 		setDeploymentWaitingForBackends(g)
 		return ctrl.Result{RequeueAfter: DatabasePollInterval}, nil
 	}
-	desired, err := render.Deployment(g, p.workloadFacts())
+	// The Service goes first: the pods advertise their own address in its
+	// IP family (WorkloadFacts.PodIPFamily), which the API server assigns.
+	svc := render.Service(g)
+	currentSvc := &corev1.Service{}
+	if err := applySpec(ctx, p, g, svc, &svc.Spec, currentSvc, &currentSvc.Spec, func() {
+		// The cluster IPs are the API server's and immutable.
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs = currentSvc.Spec.ClusterIP, currentSvc.Spec.ClusterIPs
+		svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = currentSvc.Spec.IPFamilies, currentSvc.Spec.IPFamilyPolicy
+	}); err != nil {
+		return ctrl.Result{}, err
+	}
+	facts := p.workloadFacts()
+	if families := currentSvc.Spec.IPFamilies; len(families) > 0 {
+		facts.PodIPFamily = families[0]
+	}
+	desired, err := render.Deployment(g, facts)
 	if err != nil {
 		return terminalFailure(g, v1alpha1.ConditionDeploymentReady, v1alpha1.ReasonWaitingForDeployment, fmt.Sprintf("cannot render the Deployment: %v", err))
 	}
 	d := &appsv1.Deployment{}
-	svc := render.Service(g)
-	currentSvc := &corev1.Service{}
 	pdb := render.PodDisruptionBudget(g)
 	currentPDB := &policyv1.PodDisruptionBudget{}
 	if err := pipeline.Concurrently(
@@ -56,13 +69,6 @@ func reconcileDeployment(ctx context.Context, g *v1alpha1.Glance, p *pass) (ctrl
 				// kubectl rollout restart's restartedAt would roll the
 				// pods again on an unrelated write (a replica count).
 				desired.Spec.Template.Annotations = merged(foreignAnnotations(d.Spec.Template.Annotations), desired.Spec.Template.Annotations)
-			})
-		},
-		func() error {
-			return applySpec(ctx, p, g, svc, &svc.Spec, currentSvc, &currentSvc.Spec, func() {
-				// The cluster IPs are the API server's and immutable.
-				svc.Spec.ClusterIP, svc.Spec.ClusterIPs = currentSvc.Spec.ClusterIP, currentSvc.Spec.ClusterIPs
-				svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy = currentSvc.Spec.IPFamilies, currentSvc.Spec.IPFamilyPolicy
 			})
 		},
 		func() error {

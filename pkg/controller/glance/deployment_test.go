@@ -429,3 +429,37 @@ func TestApplyChildOwnership(t *testing.T) {
 		s.writes.expect(t, 0, 0)
 	})
 }
+
+// TestDeploymentAdvertisesPodAddressInServiceFamily: the pods' own address,
+// worker_self_reference_url, is bracketed when the API Service, which the
+// step applies first, is of the IPv6 family.
+func TestDeploymentAdvertisesPodAddressInServiceFamily(t *testing.T) {
+	for family, want := range map[corev1.IPFamily]string{
+		corev1.IPv4Protocol: "http://$(GLANCE_POD_IP):9292",
+		corev1.IPv6Protocol: "http://[$(GLANCE_POD_IP)]:9292",
+	} {
+		t.Run(string(family), func(t *testing.T) {
+			svc := render.Service(fixtures.NewGlance("openstack", "glance", "2025.2"))
+			svc.Spec.IPFamilies = []corev1.IPFamily{family}
+			s := newApplyScene(t, "", svc)
+			s.p.r = &Reconciler{}
+			s.p.configMapName, s.p.backends.secretName = "glance-config-0123456789", "glance-backends-0123456789"
+			if _, err := reconcileDeployment(context.Background(), s.g, s.p); err != nil {
+				t.Fatal(err)
+			}
+			d := &appsv1.Deployment{}
+			if err := s.server.Get(context.Background(), client.ObjectKey{Namespace: "openstack", Name: "glance"}, d); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == render.EnvWorkerSelfReferenceURL {
+					got = e.Value
+				}
+			}
+			if got != want {
+				t.Errorf("Service of family %s: worker_self_reference_url %q, want %q", family, got, want)
+			}
+		})
+	}
+}

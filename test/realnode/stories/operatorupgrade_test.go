@@ -39,14 +39,14 @@ import (
 
 // previousReleaseRef is the release the operator upgrade starts from, a
 // commit of this repository that setUp releases with its own make release.
-// No release is published yet, so it is the newest commit after the last
-// deliberate change of what the Glance pods run (the service user's
-// usernameKey, which docs/upgrade-notes.md says rolls every pod once from
-// earlier builds); it already takes a schema Job as done by image, release
-// and database, so an operator upgrade runs none. Once releases are tagged,
-// it is the newest tag, and a release that must change the pods says so in
-// the upgrade notes and moves this ref past it.
-const previousReleaseRef = "6cede96bfd07713a8481ed71782560333f3f4a42"
+// No release is published yet, so it is the commit of the last deliberate
+// change of what the Glance pods run (each API pod's own address as
+// worker_self_reference_url, which docs/upgrade-notes.md says rolls every
+// pod once from earlier builds); it already takes a schema Job as done by
+// image, release and database, so an operator upgrade runs none. Once
+// releases are tagged, it is the newest tag, and a release that must
+// change the pods says so in the upgrade notes and moves this ref past it.
+const previousReleaseRef = "e41325cb0b4d35b2bdd3217365d28e2941542e75"
 
 // settleWindow is how long the upgrade holds once the new manager has
 // reconciled every Glance. What a pass writes shows within seconds (a

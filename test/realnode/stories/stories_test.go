@@ -10,20 +10,25 @@ import "testing"
 // scenes are the operator upgrade's (setUp): set under the release it
 // starts from, carried through it, and ready when the tests begin.
 
-// TestEventletScene: a 2025.2 Glance (eventlet) serves, then upgrades to
+// TestEventletScene: a 2025.2 Glance (eventlet) serves; glance-direct
+// imports cross its two pods; a roll loses a staged image, as a second
+// store is attached; images are copied to that store; then it upgrades to
 // 2026.1 (uWSGI) under traffic.
 func TestEventletScene(t *testing.T) {
 	t.Parallel()
 	s := upgradedScene(t, "2025.2")
-	tell(t, story{"serve", s.serve}, story{"upgrade-to-uwsgi", s.upgradeToUWSGI})
+	tell(t, story{"serve", s.serve}, story{"glance-direct", s.glanceDirect}, story{"staged-data-lost", s.stagedDataLost},
+		story{"copy-image", s.copyImage}, story{"upgrade-to-uwsgi", s.upgradeToUWSGI})
 }
 
-// TestUWSGIScene: a 2026.1 Glance (uWSGI) serves; its passwords rotate
-// under traffic; it jumps to Glance 33 under the same traffic.
+// TestUWSGIScene: a 2026.1 Glance (uWSGI) serves; glance-direct imports
+// cross its two pods; its passwords rotate under traffic; it jumps to
+// Glance 33 under the same traffic.
 func TestUWSGIScene(t *testing.T) {
 	t.Parallel()
 	s := upgradedScene(t, "2026.1")
-	tell(t, story{"serve", s.serve}, story{"rotation", s.rotate}, story{"jump-to-glance-33", s.jumpToGlance33})
+	tell(t, story{"serve", s.serve}, story{"glance-direct", s.glanceDirect}, story{"rotation", s.rotate},
+		story{"jump-to-glance-33", s.jumpToGlance33})
 }
 
 // TestImageCacheScene: a 2026.1 Glance with an image cache serves from its
