@@ -268,8 +268,8 @@ func cleanupHostOf(dir string) error {
 
 // HostLeftovers lists what a real node of the cluster directory dir has on
 // the machine: processes, mounts, cgroups, its bridge and veths, routes to
-// the pod and service ranges, nftables tables of the node, kube-proxy and
-// the kubelet. It is empty when the machine is as before the node.
+// the pod and service ranges, nftables tables of the node, kube-proxy, the
+// NetworkPolicy enforcer and the kubelet. It is empty when the machine is as before the node.
 func HostLeftovers(dir string) ([]string, error) {
 	var found []string
 	for _, pid := range podProcesses() {
@@ -317,7 +317,7 @@ func HostLeftovers(dir string) ([]string, error) {
 		return nil, err
 	}
 	for _, t := range tables {
-		if strings.HasSuffix(t, " "+guardTable) || strings.HasSuffix(t, " kube-proxy") {
+		if strings.HasSuffix(t, " "+guardTable) || strings.HasSuffix(t, " kube-proxy") || strings.HasSuffix(t, " "+NetworkPolicyEnforcer) {
 			found = append(found, "nftables table "+t)
 		}
 	}

@@ -25,7 +25,11 @@ import (
 
 // NodeBinaries are what a real node needs beside ClusterBinaries (but
 // kwok): built by `make control-plane`.
-var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns"}
+var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns", NetworkPolicyEnforcer}
+
+// NetworkPolicyEnforcer names the real node's NetworkPolicy enforcer: its binary, its pod in
+// kube-system, and the nftables table (family inet) it keeps.
+const NetworkPolicyEnforcer = "kube-network-policies"
 
 // NodeHostTools are the Debian packages' programs a real node runs or
 // calls: `.ci/run` installs them.
@@ -152,7 +156,8 @@ func (c *Cluster) containerdSocket() string {
 }
 
 // startNode starts the kubelet on containerd and kube-proxy in nftables
-// mode, waits for the Node to be Ready, and deploys CoreDNS.
+// mode, waits for the Node to be Ready, and deploys CoreDNS and the
+// NetworkPolicy enforcer.
 func (c *Cluster) startNode(ctx context.Context, bin string, pk *pki, server string, cs kubernetes.Interface, corednsImage string) error {
 	kubeletID := pkix.Name{CommonName: "system:node:" + NodeName, Organization: []string{"system:nodes"}}
 	if err := pk.issue("kubelet", kubeletID); err != nil {
@@ -259,7 +264,92 @@ fileCheckFrequency: 10s
 	if err := c.waitHTTP(ctx, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", proxyHealth)); err != nil {
 		return err
 	}
-	return c.deployCoreDNS(ctx, cs, corednsImage)
+	if err := c.deployCoreDNS(ctx, cs, corednsImage); err != nil {
+		return err
+	}
+	return c.deployNetworkPolicies(ctx, cs, bin)
+}
+
+// deployNetworkPolicies runs kube-network-policies as a pod on the node's
+// network, as its own manifests do, and waits for its nftables table. It
+// sends the first packet of each connection from or to a pod that a
+// NetworkPolicy selects to itself over NFQUEUE and drops what the policies
+// deny; packets a root process of the node sends (the kubelet's probes, the
+// suites) it lets through. Without it a NetworkPolicy is an object nothing
+// acts on.
+func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Interface, bin string) error {
+	const ns, name = "kube-system", NetworkPolicyEnforcer
+	image, err := c.Registry.PushBinary(ctx, filepath.Join(c.Dir, "images"), name, filepath.Join(bin, name), "node/"+name, "v0.8.0")
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	objects := []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Rules: []rbacv1.PolicyRule{
+					{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+					{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	pod := corev1.PodSpec{
+		HostNetwork: true,
+		DNSPolicy:   corev1.DNSDefault,
+		// Root with NET_ADMIN alone: nftables and NFQUEUE need no more,
+		// and this machine withholds some of what privileged asks for.
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsUser:      ptr.To[int64](0),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:  name,
+			Image: image,
+			// No NRI (containerd here serves none): pod addresses come
+			// from the API. The DNS workaround is for kernels before 6.12;
+			// without it DNS is judged by the policies like any traffic.
+			Args: []string{
+				"--hostname-override=" + NodeName,
+				"--disable-nri",
+				"--netfilter-bug-1766-fix=false",
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+				"-v=2",
+			},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("100m"),
+				corev1.ResourceMemory: resource.MustParse("50Mi"),
+			}},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				ReadOnlyRootFilesystem:   ptr.To(true),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			},
+		}},
+	}
+	if err := c.deploy(ctx, cs, ns, name, map[string]string{"k8s-app": name}, objects, pod); err != nil {
+		return err
+	}
+	return c.poll(ctx, "the nftables table inet "+NetworkPolicyEnforcer, func(context.Context) (bool, error) {
+		return exec.Command("nft", "list", "table", "inet", NetworkPolicyEnforcer).Run() == nil, nil
+	})
 }
 
 // deployCoreDNS runs CoreDNS as a pod behind the kube-dns Service at
@@ -418,15 +508,20 @@ func (c *Cluster) deployCertManager(ctx context.Context, cs kubernetes.Interface
 
 // deploy creates objects (each an idempotent create; one that exists is
 // kept), then a Deployment ns/name of one replica of pod, run as the
-// ServiceAccount name under the restricted security context, and waits for
-// it to be available.
+// ServiceAccount name under the restricted security context unless pod
+// states its own, and waits for it to be available.
 func (c *Cluster) deploy(ctx context.Context, cs kubernetes.Interface, ns, name string, labels map[string]string, objects []func() error, pod corev1.PodSpec) error {
 	pod.ServiceAccountName = name
-	pod.SecurityContext = &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	if pod.SecurityContext == nil {
+		pod.SecurityContext = &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
 	}
 	for i := range pod.Containers {
+		if pod.Containers[i].SecurityContext != nil {
+			continue
+		}
 		pod.Containers[i].SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),
