@@ -270,13 +270,28 @@ fileCheckFrequency: 10s
 	return c.deployNetworkPolicies(ctx, cs, bin)
 }
 
+// networkPolicyQueue is the NFQUEUE the enforcer reads and networkPolicyChain
+// the chain of the iptables mangle table that steers packets to it.
+const (
+	networkPolicyQueue = 100
+	networkPolicyChain = "GLANCE-NETPOL"
+)
+
 // deployNetworkPolicies runs kube-network-policies as a pod on the node's
-// network, as its own manifests do, and waits for its nftables table. It
-// sends the first packet of each connection from or to a pod that a
-// NetworkPolicy selects to itself over NFQUEUE and drops what the policies
-// deny; packets a root process of the node sends (the kubelet's probes, the
-// suites) it lets through. Without it a NetworkPolicy is an object nothing
-// acts on.
+// network, as its own manifests do, and steers pod traffic to it. It reads
+// the first packet of each connection from NFQUEUE and accepts or drops it
+// by the NetworkPolicies of the pods at both ends; a pod no policy selects is
+// not isolated. Without it a NetworkPolicy is an object nothing acts on.
+//
+// Its own nftables table cannot load here: this kernel has no nftables
+// queue expression (CONFIG_NFT_QUEUE), and the table's first queue rule
+// fails ("netlink receive: no such file or directory"), so the table is
+// never created. The kernel has the xtables NFQUEUE target, so the node
+// queues the same packets its table would, in a chain of iptables' mangle
+// table at postrouting (after kube-proxy's DNAT): new connections from or to
+// a pod, except those a root process of the node opens (the kubelet's
+// probes, the suites), which its table lets through too. The enforcer's
+// verdicts are its own.
 func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Interface, bin string) error {
 	const ns, name = "kube-system", NetworkPolicyEnforcer
 	image, err := c.Registry.PushBinary(ctx, filepath.Join(c.Dir, "images"), name, filepath.Join(bin, name), "node/"+name, "v0.8.0")
@@ -314,7 +329,7 @@ func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Inter
 	pod := corev1.PodSpec{
 		HostNetwork: true,
 		DNSPolicy:   corev1.DNSDefault,
-		// Root with NET_ADMIN alone: nftables and NFQUEUE need no more,
+		// Root with NET_ADMIN alone: netlink and NFQUEUE need no more,
 		// and this machine withholds some of what privileged asks for.
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsUser:      ptr.To[int64](0),
@@ -330,6 +345,7 @@ func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Inter
 				"--hostname-override=" + NodeName,
 				"--disable-nri",
 				"--netfilter-bug-1766-fix=false",
+				fmt.Sprintf("--nfqueue-id=%d", networkPolicyQueue),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 				"-v=2",
 			},
@@ -347,9 +363,40 @@ func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Inter
 	if err := c.deploy(ctx, cs, ns, name, map[string]string{"k8s-app": name}, objects, pod); err != nil {
 		return err
 	}
-	return c.poll(ctx, "the nftables table inet "+NetworkPolicyEnforcer, func(context.Context) (bool, error) {
-		return exec.Command("nft", "list", "table", "inet", NetworkPolicyEnforcer).Run() == nil, nil
-	})
+	// Steered before it listens, every pod's traffic would be dropped.
+	if err := c.poll(ctx, fmt.Sprintf("kube-network-policies reading NFQUEUE %d", networkPolicyQueue), func(context.Context) (bool, error) {
+		return nfqueueBound(networkPolicyQueue), nil
+	}); err != nil {
+		return err
+	}
+	queue := []string{"-j", "NFQUEUE", "--queue-num", strconv.Itoa(networkPolicyQueue)}
+	for _, rule := range [][]string{
+		{"-N", networkPolicyChain},
+		{"-A", networkPolicyChain, "-m", "owner", "--uid-owner", "0", "-j", "RETURN"},
+		{"-A", networkPolicyChain, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"},
+		append([]string{"-A", networkPolicyChain, "-s", PodCIDR}, queue...),
+		append([]string{"-A", networkPolicyChain, "-d", PodCIDR}, queue...),
+		{"-A", "POSTROUTING", "-j", networkPolicyChain},
+	} {
+		if err := run("iptables", append([]string{"-t", "mangle"}, rule...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nfqueueBound reports whether a process reads the NFQUEUE queue.
+func nfqueueBound(queue int) bool {
+	b, err := os.ReadFile("/proc/net/netfilter/nfnetlink_queue")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == strconv.Itoa(queue) {
+			return true
+		}
+	}
+	return false
 }
 
 // deployCoreDNS runs CoreDNS as a pod behind the kube-dns Service at
