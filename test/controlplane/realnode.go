@@ -302,30 +302,10 @@ func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Inter
 	if err != nil {
 		return err
 	}
-	objects := []func() error{
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Rules: []rbacv1.PolicyRule{
-					{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}, Verbs: []string{"get", "list", "watch"}},
-					{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
-				},
-			}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
-			}, metav1.CreateOptions{})
-			return err
-		},
-	}
+	objects := serviceAccountWithRole(ctx, cs, ns, name, name, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	})
 	pod := corev1.PodSpec{
 		HostNetwork: true,
 		DNSPolicy:   corev1.DNSDefault,
@@ -416,29 +396,10 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
     loadbalance
 }
 `, ClusterDomain, ClusterDomain)
-	objects := []func() error{
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-				Rules: []rbacv1.PolicyRule{
-					{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-					{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-				},
-			}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:coredns"},
-				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
-			}, metav1.CreateOptions{})
-			return err
-		},
+	objects := append(serviceAccountWithRole(ctx, cs, ns, name, "system:coredns", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}),
 		func() error {
 			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -460,7 +421,7 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
 			}, metav1.CreateOptions{})
 			return err
 		},
-	}
+	)
 	pod := corev1.PodSpec{
 		// Its own resolv.conf would point at itself.
 		DNSPolicy: corev1.DNSDefault,
@@ -551,6 +512,29 @@ func (c *Cluster) deployCertManager(ctx context.Context, cs kubernetes.Interface
 		}},
 	}
 	return c.deploy(ctx, cs, ns, name, labels, objects, pod)
+}
+
+// serviceAccountWithRole are the creates of the ServiceAccount ns/name and
+// of the ClusterRole role with rules bound to it, for deploy.
+func serviceAccountWithRole(ctx context.Context, cs kubernetes.Interface, ns, name, role string, rules []rbacv1.PolicyRule) []func() error {
+	return []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
 }
 
 // deploy creates objects (each an idempotent create; one that exists is
