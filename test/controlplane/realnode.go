@@ -27,8 +27,9 @@ import (
 // kwok): built by `make control-plane`.
 var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns", NetworkPolicyEnforcer}
 
-// NetworkPolicyEnforcer names the real node's NetworkPolicy enforcer: its binary, its pod in
-// kube-system, and the nftables table (family inet) it keeps.
+// NetworkPolicyEnforcer names the real node's NetworkPolicy enforcer: its
+// binary, its pod in kube-system, and the nftables table (family inet) it
+// makes where the kernel lets it.
 const NetworkPolicyEnforcer = "kube-network-policies"
 
 // NodeHostTools are the Debian packages' programs a real node runs or
@@ -318,12 +319,13 @@ func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Inter
 		Containers: []corev1.Container{{
 			Name:  name,
 			Image: image,
-			// No NRI (containerd here serves none): pod addresses come
-			// from the API. The DNS workaround is for kernels before 6.12;
-			// without it DNS is judged by the policies like any traffic.
+			// Its NRI hook finds no socket (containerd here serves none)
+			// and gives up, whatever --disable-nri says: pod addresses
+			// come from the API. The DNS workaround is for kernels before
+			// 6.12; without it DNS is judged by the policies like any
+			// traffic.
 			Args: []string{
 				"--hostname-override=" + NodeName,
-				"--disable-nri",
 				"--netfilter-bug-1766-fix=false",
 				fmt.Sprintf("--nfqueue-id=%d", networkPolicyQueue),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
