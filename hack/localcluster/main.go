@@ -81,7 +81,7 @@ func parseFlags() options {
 	flag.StringVar(&o.mode, "mode", "cluster", "cluster (full local cluster with kwok nodes) or apiserver (etcd + kube-apiserver only)")
 	flag.StringVar(&o.dir, "dir", ".run/cluster", "state directory: certificates, kubeconfig, logs, PIDs")
 	flag.IntVar(&o.nodes, "nodes", 2, "kwok fake nodes (cluster mode)")
-	flag.StringVar(&o.node, "node", "kwok", "cluster mode: kwok (fake nodes) or real (a kubelet on containerd, kube-proxy and CoreDNS; needs root)")
+	flag.StringVar(&o.node, "node", "kwok", "cluster mode: kwok (fake nodes) or real (a kubelet on containerd, kube-proxy, CoreDNS and a NetworkPolicy enforcer; needs root)")
 	flag.BoolVar(&o.withOperator, "operator", true, "cluster mode: run glance-operator, glance-webhook and the stand-ins, and wait for the applied Glances to turn Ready (false: the bare cluster)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "cluster mode: how long the applied Glances may take to turn Ready")
 	flag.Var(&o.apply, "apply", "manifest to server-side apply once the cluster is up (repeatable)")
@@ -151,7 +151,7 @@ func run(ctx context.Context, o options) error {
 	case o.mode == "cluster":
 		nodes := "kwok"
 		if o.node == "real" {
-			nodes = "a real node (containerd, kubelet, kube-proxy, CoreDNS)"
+			nodes = "a real node (containerd, kubelet, kube-proxy, CoreDNS, kube-network-policies)"
 		}
 		fmt.Printf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and %s ...\n", nodes)
 		c, err := controlplane.StartCluster(ctx, controlplane.ClusterOptions{Dir: absDir, Nodes: o.nodes, CRDs: controlplane.AllCRDs, KwokStages: o.stages, RealNode: o.node == "real"})

@@ -35,7 +35,7 @@ type realNodeRun struct {
 // the MariaDB stand-in and sets the scene of a sample Glance on 2026.1
 // with an S3 backend in the namespace openstack.
 func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
-	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node (containerd, kubelet, kube-proxy, CoreDNS, cert-manager) ...")
+	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node (containerd, kubelet, kube-proxy, CoreDNS, kube-network-policies, cert-manager) ...")
 	env, err := realnode.Start(ctx, dir)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,13 @@ const (
 	// DNSPort is the cluster DNS port, open over UDP and TCP (large answers
 	// fall back to TCP).
 	DNSPort = 53
+	// DNSPortName and DNSTCPPortName are the names CoreDNS's manifests give
+	// its container ports. A policy judges the port the pod listens on,
+	// after the kube-dns Service's translation: where CoreDNS listens on
+	// another port than 53 (OpenShift's 5353, an unprivileged 1053), the
+	// names still match.
+	DNSPortName    = "dns"
+	DNSTCPPortName = "dns-tcp"
 )
 
 // NetworkPolicy isolates the glance-api pods of g (spec.networkPolicy).
@@ -49,7 +56,8 @@ const (
 // Glance's own API pods.
 //
 // Egress, in this order:
-//   - DNS, UDP and TCP 53, to the kube-dns pods in kube-system;
+//   - DNS, UDP and TCP 53 and the ports named dns (UDP) and dns-tcp (TCP),
+//     to the kube-dns pods in kube-system;
 //   - TCP APIPort to the Glance's own API pods;
 //   - to the Glance's namespace: the database port in managed mode (the
 //     MariaDB cluster lives there) and 11211 for cache.clusterRef;
@@ -216,6 +224,8 @@ func netpolEgress(g *v1alpha1.Glance, f NetworkPolicyFacts) ([]networkingv1.Netw
 		Ports: []networkingv1.NetworkPolicyPort{
 			{Protocol: &udp, Port: ptr.To(intstr.FromInt32(DNSPort))},
 			{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(DNSPort))},
+			{Protocol: &udp, Port: ptr.To(intstr.FromString(DNSPortName))},
+			{Protocol: &tcp, Port: ptr.To(intstr.FromString(DNSTCPPortName))},
 		},
 		To: []networkingv1.NetworkPolicyPeer{{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelNamespaceName: DNSNamespace}},

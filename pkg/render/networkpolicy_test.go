@@ -125,7 +125,7 @@ const (
 )
 
 const (
-	wantDNSEgress      = "ns(kubernetes.io/metadata.name=kube-system) pod(k8s-app=kube-dns) -> UDP/53,TCP/53"
+	wantDNSEgress      = "ns(kubernetes.io/metadata.name=kube-system) pod(k8s-app=kube-dns) -> UDP/53,TCP/53,UDP/dns,TCP/dns-tcp"
 	wantExtraEgress    = "ip(10.20.0.0/16) -> TCP/8443"
 	nsNova             = "ns(kubernetes.io/metadata.name=nova)"
 	podHorizon         = "pod(app=horizon)"

@@ -33,8 +33,8 @@ type ClusterOptions struct {
 	// Nodes is the number of kwok fake nodes; 0 means 2.
 	Nodes int
 	// RealNode runs one real node instead of kwok's: a kubelet on
-	// containerd and runc, the bridge CNI, kube-proxy (nftables) and
-	// CoreDNS, with images from a registry on loopback (Cluster.Registry).
+	// containerd and runc, the bridge CNI, kube-proxy (nftables), CoreDNS
+	// and kube-network-policies enforcing NetworkPolicy, with images from a registry on loopback (Cluster.Registry).
 	// kube-apiserver listens on NodeIP, where pods reach it. It needs root
 	// and the Debian packages checkNodeHost names; one real node runs on a
 	// machine at a time, and a later one waits for it.

@@ -268,8 +268,8 @@ func cleanupHostOf(dir string) error {
 
 // HostLeftovers lists what a real node of the cluster directory dir has on
 // the machine: processes, mounts, cgroups, its bridge and veths, routes to
-// the pod and service ranges, nftables tables of the node, kube-proxy and
-// the kubelet. It is empty when the machine is as before the node.
+// the pod and service ranges, nftables tables of the node, kube-proxy, the
+// NetworkPolicy enforcer and the kubelet. It is empty when the machine is as before the node.
 func HostLeftovers(dir string) ([]string, error) {
 	var found []string
 	for _, pid := range podProcesses() {
@@ -317,15 +317,15 @@ func HostLeftovers(dir string) ([]string, error) {
 		return nil, err
 	}
 	for _, t := range tables {
-		if strings.HasSuffix(t, " "+guardTable) || strings.HasSuffix(t, " kube-proxy") {
+		if strings.HasSuffix(t, " "+guardTable) || strings.HasSuffix(t, " kube-proxy") || strings.HasSuffix(t, " "+NetworkPolicyEnforcer) {
 			found = append(found, "nftables table "+t)
 		}
 	}
-	// The kubelet's and kube-proxy's iptables-nft chains.
+	// The kubelet's, kube-proxy's and the enforcer's iptables-nft chains.
 	for _, t := range tables {
 		out, err := exec.Command("nft", append([]string{"list", "table"}, strings.Fields(t)...)...).Output()
-		if err == nil && strings.Contains(string(out), "KUBE-") {
-			found = append(found, "nftables table "+t+" with KUBE- chains")
+		if err == nil && (strings.Contains(string(out), "KUBE-") || strings.Contains(string(out), networkPolicyChain)) {
+			found = append(found, "nftables table "+t+" with the node's chains")
 		}
 	}
 	for _, f := range staleShimSockets() {
@@ -359,8 +359,16 @@ func staleShimSockets() []string {
 	return stale
 }
 
-// removeKubeChains removes the kubelet's KUBE- chains, and the rules that
-// jump to them, from an iptables-nft table that was there before the node.
+// nodeChain reports whether an iptables chain is the node's: the kubelet's
+// and kube-proxy's KUBE- chains, and the one that steers packets to the
+// NetworkPolicy enforcer.
+func nodeChain(name string) bool {
+	return strings.HasPrefix(name, "KUBE-") || name == networkPolicyChain
+}
+
+// removeKubeChains removes the node's chains (nodeChain), and the rules
+// that jump to them, from an iptables-nft table that was there before the
+// node.
 func removeKubeChains(table string) error {
 	family, name, _ := strings.Cut(table, " ")
 	tool := map[string]string{"ip": "iptables", "ip6": "ip6tables"}[family]
@@ -376,9 +384,9 @@ func removeKubeChains(table string) error {
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		switch {
-		case len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-"):
+		case len(f) == 2 && f[0] == "-N" && nodeChain(f[1]):
 			chains = append(chains, f[1])
-		case len(f) > 2 && f[0] == "-A" && !strings.HasPrefix(f[1], "KUBE-") && strings.Contains(line, "-j KUBE-"):
+		case len(f) > 2 && f[0] == "-A" && !nodeChain(f[1]) && slices.ContainsFunc(f, nodeChain):
 			errs = append(errs, run(tool, append([]string{"-t", name, "-D"}, f[1:]...)...))
 		}
 	}

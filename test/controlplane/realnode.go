@@ -25,7 +25,12 @@ import (
 
 // NodeBinaries are what a real node needs beside ClusterBinaries (but
 // kwok): built by `make control-plane`.
-var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns"}
+var NodeBinaries = []string{"kubelet", "kube-proxy", "coredns", NetworkPolicyEnforcer}
+
+// NetworkPolicyEnforcer names the real node's NetworkPolicy enforcer: its
+// binary, its pod in kube-system, and the nftables table (family inet) it
+// makes where the kernel lets it.
+const NetworkPolicyEnforcer = "kube-network-policies"
 
 // NodeHostTools are the Debian packages' programs a real node runs or
 // calls: `.ci/run` installs them.
@@ -152,7 +157,8 @@ func (c *Cluster) containerdSocket() string {
 }
 
 // startNode starts the kubelet on containerd and kube-proxy in nftables
-// mode, waits for the Node to be Ready, and deploys CoreDNS.
+// mode, waits for the Node to be Ready, and deploys CoreDNS and the
+// NetworkPolicy enforcer.
 func (c *Cluster) startNode(ctx context.Context, bin string, pk *pki, server string, cs kubernetes.Interface, corednsImage string) error {
 	kubeletID := pkix.Name{CommonName: "system:node:" + NodeName, Organization: []string{"system:nodes"}}
 	if err := pk.issue("kubelet", kubeletID); err != nil {
@@ -259,7 +265,120 @@ fileCheckFrequency: 10s
 	if err := c.waitHTTP(ctx, "kube-proxy", fmt.Sprintf("http://127.0.0.1:%d/healthz", proxyHealth)); err != nil {
 		return err
 	}
-	return c.deployCoreDNS(ctx, cs, corednsImage)
+	if err := c.deployCoreDNS(ctx, cs, corednsImage); err != nil {
+		return err
+	}
+	return c.deployNetworkPolicies(ctx, cs, bin)
+}
+
+// networkPolicyQueue is the NFQUEUE the enforcer reads and networkPolicyChain
+// the chain of the iptables mangle table that steers packets to it.
+const (
+	networkPolicyQueue = 100
+	networkPolicyChain = "GLANCE-NETPOL"
+)
+
+// deployNetworkPolicies runs kube-network-policies as a pod on the node's
+// network, as its own manifests do, and steers pod traffic to it. It reads
+// the first packet of each connection from NFQUEUE and accepts or drops it
+// by the NetworkPolicies of the pods at both ends; a pod no policy selects is
+// not isolated. Without it a NetworkPolicy is an object nothing acts on.
+//
+// Its own nftables table cannot load here: this kernel has no nftables
+// queue expression (CONFIG_NFT_QUEUE), and the table's first queue rule
+// fails ("netlink receive: no such file or directory"), so the table is
+// never created. The kernel has the xtables NFQUEUE target, so the node
+// queues the same packets its table would, in a chain of iptables' mangle
+// table at postrouting (after kube-proxy's DNAT): new connections from or to
+// a pod, except those a root process of the node opens (the kubelet's
+// probes, the suites), which its table lets through too. The enforcer's
+// verdicts are its own.
+func (c *Cluster) deployNetworkPolicies(ctx context.Context, cs kubernetes.Interface, bin string) error {
+	const ns, name = "kube-system", NetworkPolicyEnforcer
+	image, err := c.Registry.PushBinary(ctx, filepath.Join(c.Dir, "images"), name, filepath.Join(bin, name), "node/"+name, "v0.8.0")
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	objects := serviceAccountWithRole(ctx, cs, ns, name, name, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+	})
+	pod := corev1.PodSpec{
+		HostNetwork: true,
+		DNSPolicy:   corev1.DNSDefault,
+		// Root with NET_ADMIN alone: netlink and NFQUEUE need no more,
+		// and this machine withholds some of what privileged asks for.
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsUser:      ptr.To[int64](0),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:  name,
+			Image: image,
+			// Its NRI hook finds no socket (containerd here serves none)
+			// and gives up, whatever --disable-nri says: pod addresses
+			// come from the API. The DNS workaround is for kernels before
+			// 6.12; without it DNS is judged by the policies like any
+			// traffic.
+			Args: []string{
+				"--hostname-override=" + NodeName,
+				"--netfilter-bug-1766-fix=false",
+				fmt.Sprintf("--nfqueue-id=%d", networkPolicyQueue),
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+				"-v=2",
+			},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("100m"),
+				corev1.ResourceMemory: resource.MustParse("50Mi"),
+			}},
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				ReadOnlyRootFilesystem:   ptr.To(true),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			},
+		}},
+	}
+	if err := c.deploy(ctx, cs, ns, name, map[string]string{"k8s-app": name}, objects, pod); err != nil {
+		return err
+	}
+	// Steered before it listens, every pod's traffic would be dropped.
+	if err := c.poll(ctx, fmt.Sprintf("kube-network-policies reading NFQUEUE %d", networkPolicyQueue), func(context.Context) (bool, error) {
+		return nfqueueBound(networkPolicyQueue), nil
+	}); err != nil {
+		return err
+	}
+	queue := []string{"-j", "NFQUEUE", "--queue-num", strconv.Itoa(networkPolicyQueue)}
+	for _, rule := range [][]string{
+		{"-N", networkPolicyChain},
+		{"-A", networkPolicyChain, "-m", "owner", "--uid-owner", "0", "-j", "RETURN"},
+		{"-A", networkPolicyChain, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "RETURN"},
+		append([]string{"-A", networkPolicyChain, "-s", PodCIDR}, queue...),
+		append([]string{"-A", networkPolicyChain, "-d", PodCIDR}, queue...),
+		{"-A", "POSTROUTING", "-j", networkPolicyChain},
+	} {
+		if err := run("iptables", append([]string{"-t", "mangle"}, rule...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nfqueueBound reports whether a process reads the NFQUEUE queue.
+func nfqueueBound(queue int) bool {
+	b, err := os.ReadFile("/proc/net/netfilter/nfnetlink_queue")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == strconv.Itoa(queue) {
+			return true
+		}
+	}
+	return false
 }
 
 // deployCoreDNS runs CoreDNS as a pod behind the kube-dns Service at
@@ -279,29 +398,10 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
     loadbalance
 }
 `, ClusterDomain, ClusterDomain)
-	objects := []func() error{
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-				Rules: []rbacv1.PolicyRule{
-					{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-					{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-				},
-			}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"},
-				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:coredns"},
-				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
-			}, metav1.CreateOptions{})
-			return err
-		},
+	objects := append(serviceAccountWithRole(ctx, cs, ns, name, "system:coredns", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}),
 		func() error {
 			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -323,7 +423,7 @@ func (c *Cluster) deployCoreDNS(ctx context.Context, cs kubernetes.Interface, im
 			}, metav1.CreateOptions{})
 			return err
 		},
-	}
+	)
 	pod := corev1.PodSpec{
 		// Its own resolv.conf would point at itself.
 		DNSPolicy: corev1.DNSDefault,
@@ -416,17 +516,45 @@ func (c *Cluster) deployCertManager(ctx context.Context, cs kubernetes.Interface
 	return c.deploy(ctx, cs, ns, name, labels, objects, pod)
 }
 
+// serviceAccountWithRole are the creates of the ServiceAccount ns/name and
+// of the ClusterRole role with rules bound to it, for deploy.
+func serviceAccountWithRole(ctx context.Context, cs kubernetes.Interface, ns, name, role string, rules []rbacv1.PolicyRule) []func() error {
+	return []func() error{
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+	}
+}
+
 // deploy creates objects (each an idempotent create; one that exists is
 // kept), then a Deployment ns/name of one replica of pod, run as the
-// ServiceAccount name under the restricted security context, and waits for
-// it to be available.
+// ServiceAccount name under the restricted security context unless pod
+// states its own, and waits for it to be available.
 func (c *Cluster) deploy(ctx context.Context, cs kubernetes.Interface, ns, name string, labels map[string]string, objects []func() error, pod corev1.PodSpec) error {
 	pod.ServiceAccountName = name
-	pod.SecurityContext = &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	if pod.SecurityContext == nil {
+		pod.SecurityContext = &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
 	}
 	for i := range pod.Containers {
+		if pod.Containers[i].SecurityContext != nil {
+			continue
+		}
 		pod.Containers[i].SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),

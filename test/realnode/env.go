@@ -1,8 +1,8 @@
 // Package realnode runs suites on a real node: the local control plane with
-// a kubelet on containerd and runc, the bridge CNI, kube-proxy and CoreDNS,
-// every image pulled by digest from a registry on loopback. Pods here run
-// real processes. test/realnode/stories checks the node and runs the
-// product's stories on it.
+// a kubelet on containerd and runc, the bridge CNI, kube-proxy, CoreDNS and
+// kube-network-policies, every image pulled by digest from a registry on
+// loopback. Pods here run real processes. test/realnode/stories checks the
+// node and runs the product's stories on it.
 package realnode
 
 import (

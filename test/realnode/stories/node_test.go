@@ -16,7 +16,7 @@ import (
 // from the loopback registry, under the restricted security context.
 func TestNodeRunsPodsPulledByDigest(t *testing.T) {
 	t.Parallel()
-	t.Logf("cluster start (control plane, containerd, kubelet to Ready, kube-proxy, CoreDNS available): %s", env.Startup.Round(100*time.Millisecond))
+	t.Logf("cluster start (control plane, containerd, kubelet to Ready, kube-proxy, CoreDNS and kube-network-policies available): %s", env.Startup.Round(100*time.Millisecond))
 	node, err := env.CS.CoreV1().Nodes().Get(t.Context(), controlplane.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
