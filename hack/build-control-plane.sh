@@ -2,7 +2,8 @@
 # Builds the local control-plane binaries (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, and cert-manager's
 # controller + cainjector as one binary) from the Go module proxy, with the
-# kwok stages; and, for the real node, kubelet, kube-proxy and CoreDNS.
+# kwok stages; and, for the real node, kubelet, kube-proxy, CoreDNS and
+# SeaweedFS (the S3 server of its scenes).
 #
 # Each binary is built once per machine into the artifact cache
 # (hack/artifact-cache.sh), as k8s/<version>/NAME-<digest of its inputs>, and linked
@@ -15,11 +16,12 @@
 #                  hack/tools/kubernetes-oldest) and hack/tools/etcd
 #   cert-manager   hack/tools/cert-manager (go.mod, go.sum, *.go)
 #   coredns        hack/tools/coredns (go.mod, go.sum, *.go)
+#   seaweedfs      hack/tools/seaweedfs (go.mod, go.sum)
 #
 #   hack/build-control-plane.sh               all seven binaries (e2e, make run)
 #   hack/build-control-plane.sh envtest       etcd + kube-apiserver + kubectl only
 #   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
-#   hack/build-control-plane.sh node          kubelet, kube-proxy and coredns (the real node)
+#   hack/build-control-plane.sh node          kubelet, kube-proxy, coredns and seaweedfs (the real node)
 #   hack/build-control-plane.sh keys [SET]    print each binary's cache entry, build nothing
 #   hack/build-control-plane.sh oldest        kube-apiserver of the oldest minor the chart claims
 #                                             (hack/tools/kubernetes-oldest), for test/compat
@@ -45,7 +47,7 @@ case "$set_name" in
   envtest) wanted=(etcd kube-apiserver kubectl) ;;
   all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok kwok-stages.yaml cert-manager) ;;
   cert-manager) wanted=(cert-manager) ;;
-  node) wanted=(kubelet kube-proxy coredns) ;;
+  node) wanted=(kubelet kube-proxy coredns seaweedfs) ;;
   oldest) wanted=(kube-apiserver) ;;
   *) echo "usage: $0 [keys] [all|envtest|cert-manager|node|oldest]" >&2; exit 2 ;;
 esac
@@ -67,11 +69,16 @@ cm_digest=$( { echo "cert-manager static $cm_ldflags"; cat "$cm_dir"/go.mod "$cm
 # CoreDNS, likewise: its module and the plugin list in its main.go.
 dns_dir="$root/hack/tools/coredns"
 dns_digest=$( { echo "coredns -s -w"; cat "$dns_dir"/go.mod "$dns_dir"/go.sum "$dns_dir"/*.go; } | sha256sum | cut -c1-16)
+# SeaweedFS's weed command, a tool of its own module. A cold build takes
+# about ten minutes on two cores.
+weed_dir="$root/hack/tools/seaweedfs"
+weed_digest=$( { echo "seaweedfs static -s -w"; cat "$weed_dir"/go.mod "$weed_dir"/go.sum; } | sha256sum | cut -c1-16)
 
 digest() { # name -> the digest of the inputs it is built from
   case "$1" in
     cert-manager) echo "$cm_digest" ;;
     coredns) echo "$dns_digest" ;;
+    seaweedfs) echo "$weed_digest" ;;
     *) echo "$inputs_digest" ;;
   esac
 }
@@ -135,6 +142,9 @@ if [ ${#missing[@]} -gt 0 ]; then
       coredns)
         # Static: it runs as a pod from an image with no libc.
         (cd "$dns_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" .) ;;
+      seaweedfs)
+        # Static: it runs as a pod from an image with no libc.
+        (cd "$weed_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/seaweedfs" github.com/seaweedfs/seaweedfs/weed) ;;
     esac
   done
   for b in "${missing[@]}"; do mv -f "$tmp/$b" "$(entry "$b")"; done
