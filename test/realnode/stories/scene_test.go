@@ -17,7 +17,6 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/keystone"
 	"github.com/c5c3/glance-operator/test/realnode"
-	"github.com/c5c3/glance-operator/test/s3store"
 )
 
 // scene is a realnode.Scene with its Glance, and its traffic once a story
@@ -95,14 +94,25 @@ func (s *scene) setKeystoneUser(t *testing.T, name, password, project string, ro
 	}
 }
 
-// object looks an object of the bucket up in the S3 stand-in.
-func (s *scene) object(t *testing.T, key string) (s3store.Object, bool) {
+// object reads an object of the bucket from the S3 server.
+func (s *scene) object(t *testing.T, key string) (realnode.S3Object, bool) {
 	t.Helper()
 	obj, ok, err := s.Object(t.Context(), key)
 	if err != nil {
 		t.Fatalf("S3 object %s/%s: %v", realnode.Bucket, key, err)
 	}
 	return obj, ok
+}
+
+// objectReads counts the GETs of an object of the bucket that the S3
+// server has logged.
+func (s *scene) objectReads(t *testing.T, key string) int {
+	t.Helper()
+	n, err := s.ObjectReads(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // keystoneAttempts are the password authentications of user since t0.
