@@ -69,6 +69,9 @@ type S3Server struct {
 	// CA is the scene's CA certificate in PEM, which signs the HTTPS
 	// port's certificate.
 	CA []byte
+	// Startup is how long the server took from its pod's creation to the
+	// first write it took, for reports.
+	Startup time.Duration
 }
 
 // S3Object is an object as the S3 server reports it.
@@ -120,6 +123,7 @@ func (e *Env) startS3Server(ctx context.Context, ns, image, bucket string) (*S3S
 			return nil, err
 		}
 	}
+	created := time.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: S3ServiceName},
 		Spec: corev1.PodSpec{
@@ -180,6 +184,7 @@ func (e *Env) startS3Server(ctx context.Context, ns, image, bucket string) (*S3S
 	if err := e.waitS3Writable(ctx, s, bucket); err != nil {
 		return nil, err
 	}
+	s.Startup = time.Since(created)
 	return s, nil
 }
 

@@ -60,7 +60,7 @@ func newScene(t *testing.T, release string, edit func(*v1alpha1.Glance)) *scene 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Glance %s (%s) Ready %s after it was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond))
+	t.Logf("Glance %s (%s) Ready %s after it was created; its S3 server took a write %s after its pod was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond), s.S3.Startup.Round(100*time.Millisecond))
 	return s
 }
 
