@@ -185,7 +185,7 @@ release: ## Publish to REGISTRY, signed with SIGNING_KEY: both images as linux/a
 	$(GO) run ./hack/release -registry=$(REGISTRY) -plain-http=$(PLAIN_HTTP) -arch=$(ARCHES) -go=$(GO) -signing-key=$(SIGNING_KEY) -out bin/release
 
 .PHONY: control-plane
-control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy, CoreDNS and kube-network-policies (once per machine, into the artifact cache; linked from bin/k8s/).
+control-plane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and cert-manager, and the real node's kubelet, kube-proxy, CoreDNS, kube-network-policies and SeaweedFS (once per machine, into the artifact cache; linked from bin/k8s/).
 	hack/build-control-plane.sh all
 	hack/build-control-plane.sh node
 

@@ -3,7 +3,8 @@
 # kube-controller-manager, kube-scheduler, kubectl, kwok, and cert-manager's
 # controller + cainjector as one binary) from the Go module proxy, with the
 # kwok stages; and, for the real node, kubelet, kube-proxy, CoreDNS and
-# kube-network-policies (its NetworkPolicy enforcer).
+# kube-network-policies (its NetworkPolicy enforcer) and SeaweedFS (the S3
+# server of its scenes).
 #
 # Each binary is built once per machine into the artifact cache
 # (hack/artifact-cache.sh), as k8s/<version>/NAME-<digest of its inputs>, and linked
@@ -18,12 +19,13 @@
 #   coredns        hack/tools/coredns (go.mod, go.sum, *.go)
 #   kube-network-policies
 #                  hack/tools/kube-network-policies (go.mod, go.sum)
+#   seaweedfs      hack/tools/seaweedfs (go.mod, go.sum)
 #
 #   hack/build-control-plane.sh               all seven binaries (e2e, make run)
 #   hack/build-control-plane.sh envtest       etcd + kube-apiserver + kubectl only
 #   hack/build-control-plane.sh cert-manager  cert-manager only (hack/tools/cert-manager)
-#   hack/build-control-plane.sh node          kubelet, kube-proxy, coredns and kube-network-policies
-#                                             (the real node)
+#   hack/build-control-plane.sh node          kubelet, kube-proxy, coredns, kube-network-policies
+#                                             and seaweedfs (the real node)
 #   hack/build-control-plane.sh keys [SET]    print each binary's cache entry, build nothing
 #   hack/build-control-plane.sh oldest        kube-apiserver of the oldest minor the chart claims
 #                                             (hack/tools/kubernetes-oldest), for test/compat
@@ -49,7 +51,7 @@ case "$set_name" in
   envtest) wanted=(etcd kube-apiserver kubectl) ;;
   all) wanted=(etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok kwok-stages.yaml cert-manager) ;;
   cert-manager) wanted=(cert-manager) ;;
-  node) wanted=(kubelet kube-proxy coredns kube-network-policies) ;;
+  node) wanted=(kubelet kube-proxy coredns kube-network-policies seaweedfs) ;;
   oldest) wanted=(kube-apiserver) ;;
   *) echo "usage: $0 [keys] [all|envtest|cert-manager|node|oldest]" >&2; exit 2 ;;
 esac
@@ -74,12 +76,17 @@ dns_digest=$( { echo "coredns -s -w"; cat "$dns_dir"/go.mod "$dns_dir"/go.sum "$
 # kube-network-policies: its module alone (its main package is the tool).
 knp_dir="$root/hack/tools/kube-network-policies"
 knp_digest=$( { echo "kube-network-policies static -s -w"; cat "$knp_dir"/go.mod "$knp_dir"/go.sum; } | sha256sum | cut -c1-16)
+# SeaweedFS's weed command, a tool of its own module. A cold build takes
+# about ten minutes on two cores.
+weed_dir="$root/hack/tools/seaweedfs"
+weed_digest=$( { echo "seaweedfs static -s -w"; cat "$weed_dir"/go.mod "$weed_dir"/go.sum; } | sha256sum | cut -c1-16)
 
 digest() { # name -> the digest of the inputs it is built from
   case "$1" in
     cert-manager) echo "$cm_digest" ;;
     coredns) echo "$dns_digest" ;;
     kube-network-policies) echo "$knp_digest" ;;
+    seaweedfs) echo "$weed_digest" ;;
     *) echo "$inputs_digest" ;;
   esac
 }
@@ -146,6 +153,9 @@ if [ ${#missing[@]} -gt 0 ]; then
       kube-network-policies)
         # Static: it runs as a pod from an image with no libc.
         (cd "$knp_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/kube-network-policies" sigs.k8s.io/kube-network-policies/cmd) ;;
+      seaweedfs)
+        # Static: it runs as a pod from an image with no libc.
+        (cd "$weed_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/seaweedfs" github.com/seaweedfs/seaweedfs/weed) ;;
     esac
   done
   for b in "${missing[@]}"; do mv -f "$tmp/$b" "$(entry "$b")"; done

@@ -92,6 +92,8 @@ const (
 )
 
 // S3BackendSpec configures an S3-compatible store.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.caBundleSecretRef) || url(self.host).getScheme() == 'https'",message="s3.caBundleSecretRef needs an https s3.host: over http there is no certificate to verify"
 type S3BackendSpec struct {
 	// host is the S3 endpoint, an absolute http or https URL.
 	// +required
@@ -126,6 +128,13 @@ type S3BackendSpec struct {
 	// createBucketOnPut creates the bucket on the first upload when missing.
 	// +optional
 	CreateBucketOnPut bool `json:"createBucketOnPut,omitempty"`
+
+	// caBundleSecretRef names the Secret key holding the CA bundle (PEM)
+	// that signs an https host's certificate (key defaults to "ca.crt"),
+	// in place of the bundle Glance's image ships. A change to it rolls the
+	// pods.
+	// +optional
+	CABundleSecretRef *SecretKeySelector `json:"caBundleSecretRef,omitempty"`
 
 	// largeObjectSize, in MiB, above which uploads go multipart.
 	// +optional

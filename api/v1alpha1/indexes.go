@@ -8,8 +8,8 @@ const (
 	// IndexBackendGlance indexes GlanceBackends by spec.glanceRef.name; the
 	// same key is the CRD's selectable field, which the webhook lists by.
 	IndexBackendGlance = "spec.glanceRef.name"
-	// IndexBackendSecret indexes GlanceBackends by their S3 credentials
-	// Secret.
+	// IndexBackendSecret indexes GlanceBackends by every Secret they read
+	// (SecretNames).
 	IndexBackendSecret = "spec.s3.credentialsSecretRef.name"
 	// IndexGlanceSecret indexes Glances by every Secret they read directly
 	// (SecretNames).
@@ -51,6 +51,20 @@ const (
 	S3AccessKeyIDKey     = "access-key-id"
 	S3SecretAccessKeyKey = "secret-access-key"
 )
+
+// SecretNames are the Secrets a GlanceBackend reads: the S3 credentials
+// and the CA bundle.
+func (b *GlanceBackend) SecretNames() []string {
+	s3 := b.Spec.S3
+	if s3 == nil {
+		return nil
+	}
+	names := []string{s3.CredentialsSecretRef.Name}
+	if s3.CABundleSecretRef != nil && s3.CABundleSecretRef.Name != s3.CredentialsSecretRef.Name {
+		names = append(names, s3.CABundleSecretRef.Name)
+	}
+	return names
+}
 
 // SecretNames are the Secrets a Glance reads directly: the database and
 // service-user credentials and the database TLS material.

@@ -811,6 +811,11 @@ func (in *PolicyOverridesSpec) DeepCopy() *PolicyOverridesSpec {
 func (in *S3BackendSpec) DeepCopyInto(out *S3BackendSpec) {
 	*out = *in
 	out.CredentialsSecretRef = in.CredentialsSecretRef
+	if in.CABundleSecretRef != nil {
+		in, out := &in.CABundleSecretRef, &out.CABundleSecretRef
+		*out = new(SecretKeySelector)
+		**out = **in
+	}
 	if in.LargeObjectSize != nil {
 		in, out := &in.LargeObjectSize, &out.LargeObjectSize
 		*out = new(int32)

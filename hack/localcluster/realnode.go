@@ -45,7 +45,7 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	fail := func(err error) (*realNodeRun, error) { return nil, errors.Join(err, r.stop()) }
 	// The MariaDB stand-in, a controller-runtime manager, sets the
 	// process's controller-runtime logger: it starts before any client.
-	fmt.Println("building the stand-in, MariaDB and Glance images ...")
+	fmt.Println("building the stand-in, SeaweedFS, MariaDB and Glance images ...")
 	imgs, err := env.PushSceneImages(ctx, debianroot.Glance, []string{realNodeRelease})
 	if err != nil {
 		return fail(err)
@@ -77,7 +77,7 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	if err := cl.Create(ctx, r.scene.NewGlance(imgs, realNodeRelease)); err != nil {
 		return fail(err)
 	}
-	fmt.Printf("running: the chart's glance-operator and glance-webhook, cert-manager, and in %s: Keystone and S3 stand-ins, MariaDB (its operator a stand-in in this process), Glance %s\n",
+	fmt.Printf("running: the chart's glance-operator and glance-webhook, cert-manager, and in %s: a Keystone stand-in, SeaweedFS as the S3 server, MariaDB (its operator a stand-in in this process), Glance %s\n",
 		realNodeNamespace, realNodeRelease)
 	return r, nil
 }

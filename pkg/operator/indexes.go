@@ -26,10 +26,7 @@ func registerIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}{
 		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendGlance, v1alpha1.BackendGlanceIndex},
 		{&v1alpha1.GlanceBackend{}, v1alpha1.IndexBackendSecret, func(o client.Object) []string {
-			if s3 := o.(*v1alpha1.GlanceBackend).Spec.S3; s3 != nil {
-				return []string{s3.CredentialsSecretRef.Name}
-			}
-			return nil
+			return o.(*v1alpha1.GlanceBackend).SecretNames()
 		}},
 		{&v1alpha1.Glance{}, v1alpha1.IndexGlanceSecret, func(o client.Object) []string {
 			return o.(*v1alpha1.Glance).SecretNames()

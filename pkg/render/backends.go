@@ -19,6 +19,29 @@ type Backend struct {
 	// AccessKeyID and SecretAccessKey are read from the credentials Secret.
 	AccessKeyID     string
 	SecretAccessKey string
+	// CABundle is the PEM read from s3.caBundleSecretRef; empty without one.
+	CABundle string
+}
+
+// S3CABundleKey is the key of a backend's CA bundle in the backends Secret,
+// a file beside backends.conf: oslo.config reads only the *.conf files of
+// a --config-dir.
+func S3CABundleKey(backend string) string { return backend + ".ca.crt" }
+
+// BackendsSecretData is the backends Secret's content: BackendsConf, and
+// the CA bundle of each backend that has one.
+func BackendsSecretData(backends []Backend) (map[string]string, error) {
+	conf, err := BackendsConf(backends)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{BackendsConfKey: conf}
+	for _, b := range backends {
+		if b.CABundle != "" {
+			data[S3CABundleKey(b.Name)] = b.CABundle
+		}
+	}
+	return data, nil
 }
 
 // CheckBackend reports why b cannot be rendered, or nil. The error never
@@ -84,6 +107,10 @@ func setBackend(f *INI, b Backend) error {
 	f.Set(name, "s3_store_create_bucket_on_put", strconv.FormatBool(s3.CreateBucketOnPut))
 	if s3.Region != "" {
 		w.literal(name, "s3_store_region_name", s3.Region)
+	}
+	// boto3 verifies the host's certificate against this bundle alone.
+	if b.CABundle != "" {
+		w.literal(name, "s3_store_cacert", BackendsDir+S3CABundleKey(name))
 	}
 	// glance_store takes both sizes in MB.
 	if s3.LargeObjectSize != nil {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -180,5 +181,32 @@ func TestBackendHostsReadsWhatBackendsConfWrites(t *testing.T) {
 	}
 	if got := BackendHosts(conf); !slices.Equal(got, want) {
 		t.Errorf("BackendHosts = %q, want %q\n%s", got, want, conf)
+	}
+}
+
+// A backend with a CA bundle gets a file of it beside backends.conf, which
+// oslo.config does not read as config (not *.conf), and its section points
+// s3_store_cacert at that file where the pods mount the Secret; a backend
+// without one keeps boto3's bundle.
+func TestBackendsSecretDataCABundle(t *testing.T) {
+	a := s3Backend("alpha", true)
+	a.CABundle = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	b := s3Backend("beta", false)
+	data, err := BackendsSecretData([]Backend{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != 2 || data[S3CABundleKey("alpha")] != a.CABundle {
+		t.Errorf("data keys %v, want backends.conf and %s holding alpha's bundle", slices.Sorted(maps.Keys(data)), S3CABundleKey("alpha"))
+	}
+	if strings.HasSuffix(S3CABundleKey("alpha"), ".conf") {
+		t.Errorf("%s would be read as config from the --config-dir", S3CABundleKey("alpha"))
+	}
+	p := mustParseINI(t, data[BackendsConfKey], iniparse.Oslo)
+	if got, want := p["alpha"]["s3_store_cacert"], BackendsDir+"alpha.ca.crt"; got != want {
+		t.Errorf("[alpha] s3_store_cacert = %q, want %q", got, want)
+	}
+	if got, ok := p["beta"]["s3_store_cacert"]; ok {
+		t.Errorf("[beta] s3_store_cacert = %q, want none (boto3's own bundle)", got)
 	}
 }

@@ -95,6 +95,7 @@ const (
 
 	msgS3Required     = "type S3 requires the s3 block"
 	msgS3Host         = "s3.host must be an absolute http or https URL with a host"
+	msgS3CABundle     = "s3.caBundleSecretRef needs an https s3.host: over http there is no certificate to verify"
 	msgOptionValue    = "value must not contain line breaks"
 	msgGlanceRefFixed = "glanceRef is immutable; delete and recreate the backend to move it"
 	// MsgTypeFixed is the message of spec.type's transition rule, which no
@@ -287,6 +288,9 @@ func RunCreates(t *testing.T, cl client.Client, namespace string) {
 			want: []violation{frag("spec.type", `Unsupported value: "Swift": supported values: "S3"`), celSkipped}},
 		{name: "backend s3 host without scheme", obj: backend("s3-host", set("spec.s3.host", "s3.example.com")),
 			want: []violation{cel("spec.s3.host", msgS3Host)}},
+		{name: "backend CA bundle with an https host", obj: backend("s3-ca", set("spec.s3.host", "https://s3.example.com"), set("spec.s3.caBundleSecretRef", "{name: s3-ca}"))},
+		{name: "backend CA bundle with an http host", obj: backend("s3-ca-http", set("spec.s3.caBundleSecretRef", "{name: s3-ca, key: bundle.pem}")),
+			want: []violation{cel("spec.s3", msgS3CABundle)}},
 		{name: "backend bucket with uppercase", obj: backend("s3-bucket", set("spec.s3.bucket", "Images")),
 			want: []violation{frag("spec.s3.bucket", "spec.s3.bucket in body should match")}},
 		{name: "backend chunk size 0", obj: backend("s3-chunk", set("spec.s3.largeObjectChunkSize", "0")),

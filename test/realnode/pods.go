@@ -175,10 +175,10 @@ func (e *Env) WebServer(t *testing.T, ns, name string) string {
 	return svc.Spec.ClusterIP
 }
 
-// ServePod creates pod behind a ClusterIP Service of its name on port,
+// ServePod creates pod behind a ClusterIP Service of its name on ports,
 // selecting it by the label app=<name>, and waits until the pod is Ready;
 // it returns both.
-func (e *Env) ServePod(ctx context.Context, ns string, pod *corev1.Pod, port corev1.ServicePort) (*corev1.Pod, *corev1.Service, error) {
+func (e *Env) ServePod(ctx context.Context, ns string, pod *corev1.Pod, ports ...corev1.ServicePort) (*corev1.Pod, *corev1.Service, error) {
 	labels := map[string]string{"app": pod.Name}
 	pod.Labels = labels
 	if _, err := e.CS.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -186,7 +186,7 @@ func (e *Env) ServePod(ctx context.Context, ns string, pod *corev1.Pod, port cor
 	}
 	svc, err := e.CS.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name},
-		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{port}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: ports},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, nil, err

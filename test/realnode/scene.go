@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,16 +23,15 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/release"
 	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/debianroot"
 	"github.com/c5c3/glance-operator/test/fixtures"
 	"github.com/c5c3/glance-operator/test/keystone"
-	"github.com/c5c3/glance-operator/test/s3store"
 )
 
 // What a scene holds, by name.
 const (
 	KeystonePort     = 5000
-	S3Port           = 9000
 	StandInAdminPort = 9001
 	Bucket           = "glance-images"
 	GlanceName       = "glance"
@@ -46,13 +46,16 @@ const (
 	DBSecretName        = "glance-db"
 	ServiceSecretName   = "glance-service-user"
 	S3CredentialsSecret = "s3-credentials"
+	// MultipartThresholdMiB is the backend's largeObjectSize and
+	// largeObjectChunkSize.
+	MultipartThresholdMiB = 5
 )
 
-// SceneImages are the images of a scene beside the chart's: the stand-ins
-// (Keystone, S3) and MariaDB by digest, and the repository of the Glance
-// images, tagged by release.
+// SceneImages are the images of a scene beside the chart's: the Keystone
+// stand-in, the S3 server and MariaDB by digest, and the repository of the
+// Glance images, tagged by release.
 type SceneImages struct {
-	StandIns, MariaDB, GlanceRepository string
+	StandIns, S3, MariaDB, GlanceRepository string
 }
 
 // PushSceneImages builds and pushes the scene's images, at the same time:
@@ -62,9 +65,15 @@ func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, release
 	reg, dir := e.Cluster.Registry, e.ImageDir()
 	var imgs SceneImages
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	errs := make([]error, 4)
 	wg.Go(func() {
 		imgs.StandIns, errs[0] = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1")
+	})
+	wg.Go(func() {
+		var bin string
+		if bin, errs[3] = controlplane.BinDir("seaweedfs"); errs[3] == nil {
+			imgs.S3, errs[3] = reg.PushBinary(ctx, dir, "seaweedfs", filepath.Join(bin, "seaweedfs"), "test/seaweedfs", "v1")
+		}
 	})
 	wg.Go(func() {
 		var archive string
@@ -106,13 +115,15 @@ func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, release
 	return e.Cluster.Registry.Host + "/openstack/glance", errors.Join(errs...)
 }
 
-// Scene is a namespace with what a Glance needs, all running as pods:
-// Keystone and S3 stand-ins, a MariaDB (through the MariaDB stand-in
+// Scene is a namespace with what a Glance needs, all running as pods: a
+// Keystone stand-in, an S3 server, a MariaDB (through the MariaDB stand-in
 // operator), the Secrets, and an S3 GlanceBackend.
 type Scene struct {
 	Namespace string
-	// KeystoneAdmin and S3Admin are the stand-ins' admin APIs, by pod IP.
-	KeystoneAdmin, S3Admin string
+	// KeystoneAdmin is the Keystone stand-in's admin API, by pod IP.
+	KeystoneAdmin string
+	// S3 is the scene's S3 server.
+	S3 *S3Server
 }
 
 // KeystoneURL is the Keystone endpoint as pods see it.
@@ -147,7 +158,7 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 	if s.KeystoneAdmin, err = e.standIn(ctx, ns, imgs.StandIns, "keystone", KeystonePort, "-url", s.KeystoneURL()); err != nil {
 		return nil, err
 	}
-	if s.S3Admin, err = e.standIn(ctx, ns, imgs.StandIns, "s3", S3Port, "-bucket", Bucket); err != nil {
+	if s.S3, err = e.startS3Server(ctx, ns, imgs.S3, Bucket); err != nil {
 		return nil, err
 	}
 	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin"); err != nil {
@@ -164,12 +175,16 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 		return nil, err
 	}
 	b := fixtures.NewBackend(ns, BackendName, GlanceName, true, S3CredentialsSecret)
-	b.Spec.S3.Host = fmt.Sprintf("http://s3.%s.svc:%d", ns, S3Port)
+	b.Spec.S3.Host = s.S3URL("http", S3Port)
 	b.Spec.S3.Bucket = Bucket
+	// Uploads of a known size above 5 MiB go multipart, in parts of 5 MiB
+	// (the least glance_store takes).
+	b.Spec.S3.LargeObjectSize = ptr.To[int32](MultipartThresholdMiB)
+	b.Spec.S3.LargeObjectChunkSize = ptr.To[int32](MultipartThresholdMiB)
 	for _, obj := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: DBSecretName, Namespace: ns}, StringData: map[string]string{"username": "glance", "password": DBPassword}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ServiceSecretName, Namespace: ns}, StringData: map[string]string{"username": v1alpha1.DefaultServiceUsername, "password": ServicePassword}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: S3CredentialsSecret, Namespace: ns}, StringData: map[string]string{"access-key-id": "glance", "secret-access-key": "glance/secret+key"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: S3CredentialsSecret, Namespace: ns}, StringData: map[string]string{v1alpha1.S3AccessKeyIDKey: S3AccessKeyID, v1alpha1.S3SecretAccessKeyKey: S3SecretAccessKey}},
 		mariadb, b,
 	} {
 		if err := cl.Create(ctx, obj); err != nil {
@@ -179,7 +194,7 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 	return s, nil
 }
 
-// standIn runs a stand-in (Keystone or S3) as a pod behind a Service of
+// standIn runs a stand-in (Keystone) as a pod behind a Service of
 // its name on port, and returns its admin API's base URL, by pod IP.
 func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, args ...string) (string, error) {
 	pod := &corev1.Pod{
@@ -207,7 +222,7 @@ func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, a
 	return fmt.Sprintf("http://%s:%d", ready.Status.PodIP, StandInAdminPort), nil
 }
 
-// adminClient is the client of the stand-ins' admin APIs.
+// adminClient is the client of the Keystone stand-in's admin API.
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 
 // SetKeystoneUser creates or changes a user in the Keystone stand-in, as
@@ -237,34 +252,27 @@ func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time)
 	return attempts, adminCall(req, &attempts)
 }
 
-// Object looks an object of the bucket up in the S3 stand-in; ok is false
-// when there is none.
-func (s *Scene) Object(ctx context.Context, key string) (obj s3store.Object, ok bool, err error) {
-	return s.BucketObject(ctx, Bucket, key)
+// S3URL is the S3 server's endpoint as pods see it, by scheme and port.
+func (s *Scene) S3URL(scheme string, port int) string {
+	return fmt.Sprintf("%s://%s.%s.svc:%d", scheme, S3ServiceName, s.Namespace, port)
 }
 
-// CreateBucket creates a bucket in the S3 stand-in, for another
-// GlanceBackend; one that exists is left as it is.
-func (s *Scene) CreateBucket(ctx context.Context, bucket string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.S3Admin+"/buckets/"+url.PathEscape(bucket), nil)
-	if err != nil {
-		return err
-	}
-	return adminCall(req, nil)
+// Object reads an object of the bucket from the S3 server; ok is false when
+// there is none.
+func (s *Scene) Object(ctx context.Context, key string) (obj S3Object, ok bool, err error) {
+	return s.S3.Object(ctx, Bucket, key)
 }
 
-// BucketObject looks an object of bucket up in the S3 stand-in; ok is
-// false when there is none.
-func (s *Scene) BucketObject(ctx context.Context, bucket, key string) (obj s3store.Object, ok bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.S3Admin+"/objects/"+url.PathEscape(bucket)+"/"+url.PathEscape(key), nil)
-	if err != nil {
-		return obj, false, err
-	}
-	err = adminCall(req, &obj)
-	if se, isStatus := err.(adminStatusError); isStatus && se.code == http.StatusNotFound {
-		return obj, false, nil
-	}
-	return obj, err == nil, err
+// ObjectReads counts the GETs of an object of the bucket that the S3
+// server has logged: Glance's, and Object's.
+func (s *Scene) ObjectReads(ctx context.Context, key string) (int, error) {
+	return s.S3.ObjectReads(ctx, Bucket, key)
+}
+
+// CreateBucket creates a bucket in the S3 server, which Glance's
+// credentials may use; one that exists is no error.
+func (s *Scene) CreateBucket(ctx context.Context, name string) error {
+	return s.S3.CreateBucket(ctx, name)
 }
 
 // adminStatusError is an admin API's answer other than 2xx.

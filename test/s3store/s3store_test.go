@@ -3,7 +3,6 @@ package s3store_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -83,49 +82,5 @@ func TestMultipartCounted(t *testing.T) {
 	}
 	if n := s.MultipartUploads(); n != 1 {
 		t.Errorf("MultipartUploads = %d, want 1", n)
-	}
-}
-
-func TestAdminHandler(t *testing.T) {
-	s, url := start(t)
-	admin := httptest.NewServer(s.AdminHandler())
-	defer admin.Close()
-
-	if code, body := call(t, http.MethodPut, admin.URL+"/buckets/images", ""); code != http.StatusCreated {
-		t.Fatalf("PUT /buckets/images: HTTP %d %s", code, body)
-	}
-	if code, body := call(t, http.MethodPut, admin.URL+"/buckets/images", ""); code != http.StatusOK {
-		t.Errorf("creating the bucket again: HTTP %d %s, want 200", code, body)
-	}
-	const data = "0123456789"
-	if code, body := call(t, http.MethodPut, url+"/images/a/b", data); code != http.StatusOK {
-		t.Fatalf("PUT into the bucket the admin API created: HTTP %d %s", code, body)
-	}
-	call(t, http.MethodGet, url+"/images/a/b", "")
-	call(t, http.MethodPost, url+"/images/c?uploads", "")
-
-	code, body := call(t, http.MethodGet, admin.URL+"/objects/images/a/b", "")
-	var o s3store.Object
-	if err := json.Unmarshal(body, &o); code != http.StatusOK || err != nil {
-		t.Fatalf("GET /objects/images/a/b: HTTP %d %s (%v)", code, body, err)
-	}
-	sum := sha256.Sum256([]byte(data))
-	if o != (s3store.Object{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Reads: 1}) {
-		t.Errorf("object: %+v", o)
-	}
-	if n := s.ReadsOf("images", "a/b"); n != 1 {
-		t.Errorf("reads after the admin API's: %d, want the one GET through S3", n)
-	}
-
-	code, body = call(t, http.MethodGet, admin.URL+"/objects/images/nothing", "")
-	var e struct{ Error string }
-	if err := json.Unmarshal(body, &e); code != http.StatusNotFound || err != nil || e.Error == "" {
-		t.Errorf("an absent object: HTTP %d %s, want 404 with an error", code, body)
-	}
-
-	code, body = call(t, http.MethodGet, admin.URL+"/multipart", "")
-	var m s3store.Multipart
-	if err := json.Unmarshal(body, &m); code != http.StatusOK || err != nil || m.Uploads != 1 {
-		t.Errorf("GET /multipart: HTTP %d %s, want 1 upload", code, body)
 	}
 }

@@ -1,8 +1,12 @@
 package glance
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"sort"
@@ -38,6 +42,31 @@ func S3CredentialsMissing(s *corev1.Secret) string {
 		}
 	}
 	return strings.Join(missing, ", ")
+}
+
+// S3CABundle is the CA bundle of the key of s that ref
+// (s3.caBundleSecretRef) names, or what is wrong with it when the key is
+// not PEM certificates and nothing else. Both controllers judge the Secret
+// by it; problem never quotes the value.
+func S3CABundle(s *corev1.Secret, ref *v1alpha1.SecretKeySelector) (bundle, problem string) {
+	key := cmp.Or(ref.Key, v1alpha1.DefaultCABundleKey)
+	rest := s.Data[key]
+	if len(bytes.TrimSpace(rest)) == 0 {
+		return "", fmt.Sprintf("lacks key %q", key)
+	}
+	for len(bytes.TrimSpace(rest)) > 0 {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return "", fmt.Sprintf("key %q holds something other than PEM certificates", key)
+		}
+		if block.Type != "CERTIFICATE" {
+			return "", fmt.Sprintf("key %q holds a PEM %s block, not only certificates", key, block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return "", fmt.Sprintf("key %q holds a certificate that does not parse: %v", key, err)
+		}
+	}
+	return string(s.Data[key]), ""
 }
 
 // backendsProjection is what the Backends step hands to the steps after it.
@@ -313,22 +342,36 @@ func backendsDerivationID(g *v1alpha1.Glance) string {
 // is the backends Secret's content when this pass read them, nil when the
 // derivation was kept.
 func deriveBackends(ctx context.Context, g *v1alpha1.Glance, p *pass, candidates []*v1alpha1.GlanceBackend) (backendsDerivation, map[string]string, error) {
+	// The credentials Secret of each candidate in turn, then the CA
+	// bundle Secrets: caRead[i] is the index of candidate i's, or -1.
 	keys := make([]client.ObjectKey, len(candidates))
+	caRead := make([]int, len(candidates))
 	var inputs strings.Builder
 	for i, b := range candidates {
 		keys[i] = client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.S3.CredentialsSecretRef.Name}
+		caRead[i] = -1
 		spec, err := json.Marshal(b.Spec)
 		if err != nil {
 			return backendsDerivation{}, nil, err
 		}
 		fmt.Fprintf(&inputs, "%s\x00%s\x00", b.Name, spec)
 	}
+	for i, b := range candidates {
+		if ca := b.Spec.S3.CABundleSecretRef; ca != nil {
+			caRead[i] = len(keys)
+			keys = append(keys, client.ObjectKey{Namespace: b.Namespace, Name: ca.Name})
+		}
+	}
 	var data map[string]string
 	d, fresh, err := targetcluster.Derive(ctx, p.cluster, backendsDerivationID(g), inputs.String(), keys, func(reads []targetcluster.SecretRead) (backendsDerivation, error) {
 		d := backendsDerivation{why: make([]string, len(candidates))}
 		var rendered []render.Backend
 		for i, b := range candidates {
-			rb, why := withCredentials(b, reads[i])
+			var ca *targetcluster.SecretRead
+			if caRead[i] >= 0 {
+				ca = &reads[caRead[i]]
+			}
+			rb, why := withCredentials(b, reads[i], ca)
 			if d.why[i] = why; why == "" {
 				rendered = append(rendered, rb)
 			}
@@ -336,11 +379,10 @@ func deriveBackends(ctx context.Context, g *v1alpha1.Glance, p *pass, candidates
 		if len(rendered) == 0 {
 			return d, nil
 		}
-		conf, err := render.BackendsConf(rendered)
-		if err != nil {
+		var err error
+		if data, err = render.BackendsSecretData(rendered); err != nil {
 			return backendsDerivation{}, fmt.Errorf("render backends.conf: %w", err)
 		}
-		data = map[string]string{BackendsConfKey: conf}
 		d.secretName = render.BackendsSecretName(g.Name, data)
 		return d, nil
 	})
@@ -350,11 +392,11 @@ func deriveBackends(ctx context.Context, g *v1alpha1.Glance, p *pass, candidates
 	return d, data, err
 }
 
-// withCredentials is the backend rendered with the credentials read, or
-// why it cannot be: a missing or unreadable Secret (refused, timed out)
-// skips this backend alone, and its siblings keep projecting. why never
-// quotes a credential.
-func withCredentials(b *v1alpha1.GlanceBackend, read targetcluster.SecretRead) (render.Backend, string) {
+// withCredentials is the backend rendered with the credentials and the CA
+// bundle (ca, nil without s3.caBundleSecretRef) read, or why it cannot be:
+// a missing or unreadable Secret (refused, timed out) skips this backend
+// alone, and its siblings keep projecting. why never quotes a credential.
+func withCredentials(b *v1alpha1.GlanceBackend, read targetcluster.SecretRead, ca *targetcluster.SecretRead) (render.Backend, string) {
 	name := read.Key.Name
 	if apierrors.IsNotFound(read.Err) {
 		return render.Backend{}, fmt.Sprintf("its credentials Secret %q does not exist", name)
@@ -366,6 +408,19 @@ func withCredentials(b *v1alpha1.GlanceBackend, read targetcluster.SecretRead) (
 		return render.Backend{}, fmt.Sprintf("its credentials Secret %q lacks key %s", name, missing)
 	}
 	rb := render.Backend{Name: b.Name, Spec: b.Spec, AccessKeyID: string(read.Secret.Data[v1alpha1.S3AccessKeyIDKey]), SecretAccessKey: string(read.Secret.Data[v1alpha1.S3SecretAccessKeyKey])}
+	if ca != nil {
+		name := ca.Key.Name
+		switch {
+		case apierrors.IsNotFound(ca.Err):
+			return render.Backend{}, fmt.Sprintf("its CA bundle Secret %q does not exist", name)
+		case ca.Err != nil:
+			return render.Backend{}, fmt.Sprintf("its CA bundle Secret %q cannot be read: %v", name, ca.Err)
+		}
+		var problem string
+		if rb.CABundle, problem = S3CABundle(ca.Secret, b.Spec.S3.CABundleSecretRef); problem != "" {
+			return render.Backend{}, fmt.Sprintf("its CA bundle Secret %q %s", name, problem)
+		}
+	}
 	if err := render.CheckBackend(rb); err != nil {
 		return render.Backend{}, err.Error()
 	}

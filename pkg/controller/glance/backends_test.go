@@ -1,7 +1,15 @@
 package glance
 
 import (
+	"cmp"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -304,5 +312,108 @@ func TestInvalidProjectionKeepsTheLiveSecret(t *testing.T) {
 		if !slices.Contains(p.backends.endpoints, host) {
 			t.Errorf("egress endpoints %v, want %s", p.backends.endpoints, host)
 		}
+	}
+}
+
+// testCAPEM is a self-signed CA certificate in PEM.
+func testCAPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// S3CABundle takes PEM certificates and nothing else, under the key the
+// reference names or ca.crt, and never quotes the value in its problem.
+func TestS3CABundle(t *testing.T) {
+	ca := testCAPEM(t)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte("not-a-key")})
+	cases := []struct {
+		name    string
+		data    map[string][]byte
+		ref     v1alpha1.SecretKeySelector
+		problem string
+	}{
+		{"default key", map[string][]byte{"ca.crt": ca}, v1alpha1.SecretKeySelector{Name: "ca"}, ""},
+		{"named key, two certificates", map[string][]byte{"bundle.pem": append(append([]byte{}, ca...), ca...)}, v1alpha1.SecretKeySelector{Name: "ca", Key: "bundle.pem"}, ""},
+		{"key missing", map[string][]byte{"other": ca}, v1alpha1.SecretKeySelector{Name: "ca"}, `lacks key "ca.crt"`},
+		{"not PEM", map[string][]byte{"ca.crt": []byte("secret-looking text")}, v1alpha1.SecretKeySelector{Name: "ca"}, `key "ca.crt" holds something other than PEM certificates`},
+		{"a private key beside the certificate", map[string][]byte{"ca.crt": append(append([]byte{}, ca...), keyPEM...)}, v1alpha1.SecretKeySelector{Name: "ca"}, `key "ca.crt" holds a PEM EC PRIVATE KEY block, not only certificates`},
+		{"a certificate block that does not parse", map[string][]byte{"ca.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")})}, v1alpha1.SecretKeySelector{Name: "ca"}, `key "ca.crt" holds a certificate that does not parse`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bundle, problem := S3CABundle(&corev1.Secret{Data: tc.data}, &tc.ref)
+			if !strings.HasPrefix(problem, tc.problem) || (tc.problem == "") != (problem == "") {
+				t.Errorf("problem %q, want %q", problem, tc.problem)
+			}
+			if tc.problem == "" && bundle != string(tc.data[cmp.Or(tc.ref.Key, "ca.crt")]) {
+				t.Errorf("bundle %q, want the key's PEM", bundle)
+			}
+			if tc.problem != "" && (bundle != "" || strings.Contains(problem, "secret-looking")) {
+				t.Errorf("a refused bundle returned %q with problem %q", bundle, problem)
+			}
+		})
+	}
+}
+
+// TestBackendCABundleProjected: a backend's CA bundle goes into the
+// backends Secret beside backends.conf, whose section points
+// s3_store_cacert at it where the Deployment mounts the Secret; a backend
+// whose CA bundle Secret is missing is skipped with the reason, and its
+// sibling projects.
+func TestBackendCABundleProjected(t *testing.T) {
+	ca := testCAPEM(t)
+	// Each backend's objects, its https host verified against the Secret
+	// caSecret names.
+	withCA := func(b backendSpec, caSecret string) []client.Object {
+		objs := b.objects()
+		gb := objs[0].(*v1alpha1.GlanceBackend)
+		gb.Spec.S3.Host = "https://s3.example.com"
+		gb.Spec.S3.CABundleSecretRef = &v1alpha1.SecretKeySelector{Name: caSecret}
+		return objs
+	}
+	objs := append(withCA(backendSpec{"alpha", true, metav1.ConditionTrue, false}, "alpha-ca"),
+		withCA(backendSpec{"beta", false, metav1.ConditionTrue, false}, "beta-ca")...)
+	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "openstack", Name: "alpha-ca"}, Data: map[string][]byte{"ca.crt": ca}})
+	p, cond, c := backendsPass(t, nil, objs...)
+	if cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "projected alpha (default alpha)") || !strings.Contains(cond.Message, "skipped beta") {
+		t.Fatalf("BackendsReady = %+v, want alpha projected and beta skipped", cond)
+	}
+	skipped := false
+	for len(p.r.Recorder.(*events.FakeRecorder).Events) > 0 {
+		ev := <-p.r.Recorder.(*events.FakeRecorder).Events
+		skipped = skipped || strings.Contains(ev, `its CA bundle Secret "beta-ca" does not exist`)
+	}
+	if !skipped {
+		t.Error("no event says beta's CA bundle Secret does not exist")
+	}
+	var secrets corev1.SecretList
+	if err := c.List(context.Background(), &secrets, client.InNamespace("openstack"), client.MatchingLabels{render.LabelComponent: componentBackends}); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 1 {
+		t.Fatalf("%d backends Secrets, want 1", len(secrets.Items))
+	}
+	data := secrets.Items[0].StringData
+	if got := data[render.S3CABundleKey("alpha")]; got != string(ca) {
+		t.Errorf("the backends Secret's %s = %q, want the CA bundle", render.S3CABundleKey("alpha"), got)
+	}
+	if _, ok := data[render.S3CABundleKey("beta")]; ok {
+		t.Error("the skipped beta's CA bundle key is in the backends Secret")
+	}
+	if want := "s3_store_cacert = " + render.BackendsDir + "alpha.ca.crt"; !strings.Contains(data[BackendsConfKey], want) {
+		t.Errorf("backends.conf lacks %q:\n%s", want, data[BackendsConfKey])
 	}
 }

@@ -127,8 +127,11 @@ func reconcileCredentials(ctx context.Context, b *v1alpha1.GlanceBackend, p *pas
 		pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionFalse, p.waiting, p.waitingMsg)
 		return ctrl.Result{}, nil
 	}
-	pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable,
-		fmt.Sprintf("Secret %q holds %s and %s", b.Spec.S3.CredentialsSecretRef.Name, v1alpha1.S3AccessKeyIDKey, v1alpha1.S3SecretAccessKeyKey))
+	msg := fmt.Sprintf("Secret %q holds %s and %s", b.Spec.S3.CredentialsSecretRef.Name, v1alpha1.S3AccessKeyIDKey, v1alpha1.S3SecretAccessKeyKey)
+	if ca := b.Spec.S3.CABundleSecretRef; ca != nil {
+		msg += fmt.Sprintf("; Secret %q holds the CA bundle", ca.Name)
+	}
+	pipeline.SetCondition(b, v1alpha1.ConditionCredentialsReady, metav1.ConditionTrue, v1alpha1.ReasonCredentialsAvailable, msg)
 	return ctrl.Result{}, nil
 }
 
@@ -138,17 +141,30 @@ func credentialsProblem(ctx context.Context, c *targetcluster.Cluster, b *v1alph
 	if b.Spec.S3 == nil {
 		return "spec.s3 is missing", nil
 	}
-	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.S3.CredentialsSecretRef.Name}
+	keys := []client.ObjectKey{{Namespace: b.Namespace, Name: b.Spec.S3.CredentialsSecretRef.Name}}
+	inputs := keys[0].Name
+	ca := b.Spec.S3.CABundleSecretRef
+	if ca != nil {
+		keys = append(keys, client.ObjectKey{Namespace: b.Namespace, Name: ca.Name})
+		inputs += "\x00" + ca.Name + "\x00" + ca.Key
+	}
 	id := "glancebackend/" + b.Namespace + "/" + b.Name
-	msg, _, err := targetcluster.Derive(ctx, c, id, key.Name, []client.ObjectKey{key}, func(reads []targetcluster.SecretRead) (string, error) {
-		switch read := reads[0]; {
-		case apierrors.IsNotFound(read.Err):
-			return fmt.Sprintf("Secret %q not found", key.Name), nil
-		case read.Err != nil:
-			return "", fmt.Errorf("get Secret %s: %w", key, read.Err)
+	msg, _, err := targetcluster.Derive(ctx, c, id, inputs, keys, func(reads []targetcluster.SecretRead) (string, error) {
+		for _, read := range reads {
+			switch {
+			case apierrors.IsNotFound(read.Err):
+				return fmt.Sprintf("Secret %q not found", read.Key.Name), nil
+			case read.Err != nil:
+				return "", fmt.Errorf("get Secret %s: %w", read.Key, read.Err)
+			}
 		}
 		if missing := glance.S3CredentialsMissing(reads[0].Secret); missing != "" {
-			return fmt.Sprintf("Secret %q lacks key %s", key.Name, missing), nil
+			return fmt.Sprintf("Secret %q lacks key %s", keys[0].Name, missing), nil
+		}
+		if ca != nil {
+			if _, problem := glance.S3CABundle(reads[1].Secret, ca); problem != "" {
+				return fmt.Sprintf("CA bundle Secret %q %s", ca.Name, problem), nil
+			}
 		}
 		return "", nil
 	})

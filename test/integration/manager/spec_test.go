@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	glancecontroller "github.com/c5c3/glance-operator/pkg/controller/glance"
+	"github.com/c5c3/glance-operator/pkg/render"
+	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/fixtures"
 	"github.com/c5c3/glance-operator/test/operatortest"
 )
@@ -175,6 +178,97 @@ func TestSteadyFalseWritesNothing(t *testing.T) {
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the Glance was written during a retry that changed nothing (resourceVersion %s to %s; the retry %s)", before.ResourceVersion, after.ResourceVersion, retry)
 	}
+}
+
+// TestBackendCABundle: a backend whose s3.caBundleSecretRef names a
+// missing Secret, then one that is not PEM certificates, reports
+// CredentialsReady=False saying so and is not projected; once the Secret
+// holds a CA certificate, the backends Secret holds the bundle beside
+// backends.conf, which points s3_store_cacert at it, and a new CA in the
+// Secret makes a new backends Secret.
+func TestBackendCABundle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.Credentials("pw")
+	e.Secret("s3", map[string]string{"access-key-id": "ak", "secret-access-key": "sk"})
+	e.Glance()
+	b := fixtures.NewBackend(e.NS, "tls", "glance", true, "s3")
+	b.Spec.S3.Host = "https://s3.example.com"
+	b.Spec.S3.CABundleSecretRef = &v1alpha1.SecretKeySelector{Name: "s3-ca"}
+	e.Create(b)
+
+	credentialsSaying := func(status metav1.ConditionStatus, fragment string) {
+		t.Helper()
+		var last *metav1.Condition
+		operatortest.Eventually(t, "backend tls CredentialsReady saying "+fragment, func() error {
+			got := &v1alpha1.GlanceBackend{}
+			if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: "tls"}, got); err != nil {
+				return err
+			}
+			if last = meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionCredentialsReady); last == nil || last.Status != status || !strings.Contains(last.Message, fragment) {
+				return fmt.Errorf("CredentialsReady %+v", last)
+			}
+			return nil
+		})
+	}
+	credentialsSaying(metav1.ConditionFalse, `Secret "s3-ca" not found`)
+	ca := e.Secret("s3-ca", map[string]string{"ca.crt": "not a certificate"})
+	credentialsSaying(metav1.ConditionFalse, `CA bundle Secret "s3-ca" key "ca.crt" holds something other than PEM certificates`)
+	e.Condition(v1alpha1.ConditionBackendsReady, metav1.ConditionFalse, v1alpha1.ReasonNoDefaultBackend)
+
+	authority, err := controlplane.NewCA("s3 test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.StringData = map[string]string{"ca.crt": string(authority.CertPEM)}
+	if err := cl.Update(context.Background(), ca); err != nil {
+		t.Fatal(err)
+	}
+	credentialsSaying(metav1.ConditionTrue, `Secret "s3-ca" holds the CA bundle`)
+	first := projectedBundle(t, e, "", string(authority.CertPEM))
+	if want := "s3_store_cacert = " + render.BackendsDir + render.S3CABundleKey("tls"); !strings.Contains(string(first.Data[render.BackendsConfKey]), want) {
+		t.Errorf("backends.conf lacks %q:\n%s", want, first.Data[render.BackendsConfKey])
+	}
+
+	// A new CA in the same Secret makes a new backends Secret, which the
+	// pods would roll onto.
+	next, err := controlplane.NewCA("s3 test CA, rotated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.StringData = map[string]string{"ca.crt": string(next.CertPEM)}
+	if err := cl.Update(context.Background(), ca); err != nil {
+		t.Fatal(err)
+	}
+	projectedBundle(t, e, first.Name, string(next.CertPEM))
+}
+
+// projectedBundle waits until the Glance projects its backends into a
+// Secret other than previous, and returns that Secret, whose CA bundle of
+// the backend tls must be bundle.
+func projectedBundle(t *testing.T, e *operatortest.Env, previous, bundle string) *corev1.Secret {
+	t.Helper()
+	var backends corev1.Secret
+	operatortest.Eventually(t, "the backends Secret holding the CA bundle", func() error {
+		g := e.ReadGlance()
+		c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionBackendsReady)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("BackendsReady %+v", c)
+		}
+		_, projected, _ := strings.Cut(c.Message, " into Secret ")
+		name, _, _ := strings.Cut(projected, ";")
+		if name == previous {
+			return fmt.Errorf("still projected into %s", name)
+		}
+		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: e.NS, Name: name}, &backends); err != nil {
+			return err
+		}
+		if got := string(backends.Data[render.S3CABundleKey("tls")]); got != bundle {
+			return fmt.Errorf("the backends Secret %s holds %q as the CA bundle", name, got)
+		}
+		return nil
+	})
+	return &backends
 }
 
 // TestBackendWaitingForParent: a GlanceBackend whose spec.glanceRef names no

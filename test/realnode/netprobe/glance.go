@@ -27,6 +27,9 @@ import (
 type glanceFlags struct {
 	api, keystone, user, password, project string
 	size                                   int
+	// sized uploads with a Content-Length, so glance_store knows the size
+	// and goes multipart above the store's largeObjectSize.
+	sized bool
 	// image and sha256, when set, make glance only download that image and
 	// compare.
 	image, sha256 string
@@ -39,6 +42,7 @@ func (f *glanceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.password, "password", "", "the user's password")
 	fs.StringVar(&f.project, "project", "demo", "the user's project")
 	fs.IntVar(&f.size, "size", 256<<10, "bytes of each uploaded image")
+	fs.BoolVar(&f.sized, "sized", false, "upload with a Content-Length rather than chunked")
 	fs.StringVar(&f.image, "image", "", "glance: download this image only")
 	fs.StringVar(&f.sha256, "sha256", "", "glance: the sha256 -image must have")
 }
@@ -75,7 +79,7 @@ func roundTrip(f glanceFlags) error {
 		return nil
 	}
 	name := "round-trip-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	img, sum, err := uploadImage(c, name, f.size)
+	img, sum, err := uploadImage(c, name, f.size, f.sized)
 	if err != nil {
 		return err
 	}
@@ -96,8 +100,9 @@ func roundTrip(f glanceFlags) error {
 }
 
 // uploadImage creates an image and uploads size random bytes into the
-// default store; it returns the image's ID and the data's sha256.
-func uploadImage(c *glanceclient.Client, name string, size int) (string, string, error) {
+// default store, chunked or, when sized, with a Content-Length; it returns
+// the image's ID and the data's sha256.
+func uploadImage(c *glanceclient.Client, name string, size int, sized bool) (string, string, error) {
 	var img struct {
 		ID string `json:"id"`
 	}
@@ -111,7 +116,11 @@ func uploadImage(c *glanceclient.Client, name string, size int) (string, string,
 	data := make([]byte, size)
 	_, _ = rand.Read(data)
 	sum := sha256.Sum256(data)
-	if resp, err = c.Upload(img.ID, "", data); err != nil {
+	upload := c.Upload
+	if sized {
+		upload = c.UploadSized
+	}
+	if resp, err = upload(img.ID, "", data); err != nil {
 		return img.ID, "", err
 	}
 	if resp.Code != http.StatusNoContent {
@@ -151,7 +160,7 @@ func traffic(f glanceFlags, addr string, workers int) error {
 		return err
 	}
 	// A seed image every download reads.
-	seed, seedSum, err := uploadImage(c, "traffic-seed", f.size)
+	seed, seedSum, err := uploadImage(c, "traffic-seed", f.size, false)
 	if err != nil {
 		return fmt.Errorf("seed image: %w", err)
 	}
@@ -197,7 +206,7 @@ func traffic(f glanceFlags, addr string, workers int) error {
 					}
 					record(w, "download", start, err)
 				case 2:
-					_, _, err := uploadImage(c, "traffic-"+strconv.Itoa(w), f.size)
+					_, _, err := uploadImage(c, "traffic-"+strconv.Itoa(w), f.size, false)
 					record(w, "upload", start, err)
 				}
 			}

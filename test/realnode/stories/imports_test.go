@@ -403,7 +403,7 @@ func (s *scene) copyImage(t *testing.T) {
 			}
 			checkHolds(t, uploader.Client, img, data)
 			for _, bucket := range []string{realnode.Bucket, secondBucket} {
-				obj, ok, err := s.BucketObject(t.Context(), bucket, img.ID)
+				obj, ok, err := s.S3.Object(t.Context(), bucket, img.ID)
 				if err != nil || !ok || obj.SHA256 != data.sha256 || obj.Size != int64(len(data.bytes)) {
 					t.Errorf("S3 object %s/%s: present %v, %+v, %v; want sha256 %s, %d bytes", bucket, img.ID, ok, obj, err, data.sha256, len(data.bytes))
 				}

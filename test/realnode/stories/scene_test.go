@@ -17,7 +17,6 @@ import (
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/keystone"
 	"github.com/c5c3/glance-operator/test/realnode"
-	"github.com/c5c3/glance-operator/test/s3store"
 )
 
 // scene is a realnode.Scene with its Glance, and its traffic once a story
@@ -61,7 +60,7 @@ func newScene(t *testing.T, release string, edit func(*v1alpha1.Glance)) *scene 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Glance %s (%s) Ready %s after it was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond))
+	t.Logf("Glance %s (%s) Ready %s after it was created; its S3 server took a write %s after its pod was created", s.Namespace, release, time.Since(created).Round(100*time.Millisecond), s.S3.Startup.Round(100*time.Millisecond))
 	return s
 }
 
@@ -95,14 +94,25 @@ func (s *scene) setKeystoneUser(t *testing.T, name, password, project string, ro
 	}
 }
 
-// object looks an object of the bucket up in the S3 stand-in.
-func (s *scene) object(t *testing.T, key string) (s3store.Object, bool) {
+// object reads an object of the bucket from the S3 server.
+func (s *scene) object(t *testing.T, key string) (realnode.S3Object, bool) {
 	t.Helper()
 	obj, ok, err := s.Object(t.Context(), key)
 	if err != nil {
 		t.Fatalf("S3 object %s/%s: %v", realnode.Bucket, key, err)
 	}
 	return obj, ok
+}
+
+// objectReads counts the GETs of an object of the bucket that the S3
+// server has logged.
+func (s *scene) objectReads(t *testing.T, key string) int {
+	t.Helper()
+	n, err := s.ObjectReads(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // keystoneAttempts are the password authentications of user since t0.

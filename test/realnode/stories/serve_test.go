@@ -3,6 +3,7 @@ package stories
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,7 +62,8 @@ func (s *scene) client(name string, args ...string) *corev1.Pod {
 
 // serve: a client pod uploads an image through the Glance Service (by its
 // ClusterIP, then by its DNS name), lists it and downloads it with a
-// matching checksum, and the object is in the S3 bucket. The reference's
+// matching checksum, and the object is in the S3 bucket; an image above
+// the backend's largeObjectSize goes up in parts. The reference's
 // basic-deployment step ends the story: a pod gets 200 from /healthcheck.
 func (s *scene) serve(t *testing.T) {
 	svc, err := env.CS.CoreV1().Services(s.Namespace).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
@@ -87,10 +89,35 @@ func (s *scene) serve(t *testing.T) {
 			})
 		})
 	}
+	t.Run("multipart", s.multipart)
 	t.Run("healthcheck", func(t *testing.T) {
 		phase, log := env.RunPod(t, s.Namespace, env.ProbePod("healthcheck", "http", "-url", s.APIURL()+"/healthcheck"))
 		if phase != corev1.PodSucceeded || !strings.Contains(log, "status 200") {
 			t.Errorf("GET %s/healthcheck from a pod: %s; log:\n%s", s.APIURL(), phase, log)
 		}
 	})
+}
+
+// multipartImageSize is above the scene backend's largeObjectSize, and
+// three of its parts.
+const multipartImageSize = 2*realnode.MultipartThresholdMiB<<20 + 2<<20
+
+// multipart: an image of a known size above the backend's largeObjectSize
+// goes to the S3 server as a multipart upload of largeObjectChunkSize
+// parts (the server's ETag of the object ends in "-3"), and downloads with
+// the same sha256.
+func (s *scene) multipart(t *testing.T) {
+	start := time.Now()
+	rt := s.clientPod(t, "multipart", "-api", s.APIURL(), "-size", strconv.Itoa(multipartImageSize), "-sized")
+	if rt.DownloadedSHA256 != rt.SHA256 || rt.DownloadedSize != multipartImageSize {
+		t.Errorf("download of the multipart image: %+v", rt)
+	}
+	obj, ok := s.object(t, rt.ID)
+	if !ok || obj.SHA256 != rt.SHA256 || obj.Size != multipartImageSize {
+		t.Fatalf("S3 object %s/%s: present %v, %+v; want sha256 %s, %d bytes", realnode.Bucket, rt.ID, ok, obj, rt.SHA256, multipartImageSize)
+	}
+	if obj.Parts() != 3 {
+		t.Errorf("S3 object %s/%s has ETag %s: written in %d parts, want 3 (largeObjectSize %d MiB)", realnode.Bucket, rt.ID, obj.ETag, obj.Parts(), realnode.MultipartThresholdMiB)
+	}
+	t.Logf("a %d-byte image went up in %d parts (ETag %s) and came back in %s", multipartImageSize, obj.Parts(), obj.ETag, time.Since(start).Round(100*time.Millisecond))
 }

@@ -32,10 +32,11 @@ func TestUWSGIScene(t *testing.T) {
 }
 
 // TestImageCacheScene: a 2026.1 Glance with an image cache serves from its
-// cache and is evicted past the cache's bound; then the leading manager
+// cache and is evicted past the cache's bound; its store moves to the S3
+// server's HTTPS port with a CA of the scene's; then the leading manager
 // fails over and scales it to three replicas.
 func TestImageCacheScene(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, "2026.1", withImageCache)
-	tell(t, story{"image-cache", s.imageCache}, story{"failover", s.failover})
+	tell(t, story{"image-cache", s.imageCache}, story{"s3-tls", s.s3TLS}, story{"failover", s.failover})
 }
