@@ -126,12 +126,16 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 
 // TestNetworkPolicyScene: a 2026.1 Glance with its own NetworkPolicy in
 // force gets Ready and serves uploads (the rendered egress reaches
-// Keystone, S3, MariaDB and DNS), and a pod the policy does not admit gets
-// no answer.
+// Keystone, S3, MariaDB and DNS), a pod the policy does not admit gets no
+// answer, and web-download fetches within its stated policy and is refused
+// outside it.
 func TestNetworkPolicyScene(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, "2026.1", withNetworkPolicy)
-	tell(t, story{"serve", s.serve}, story{"outside-refused", s.outsideRefused})
+	s := newScene(t, "2026.1", func(g *v1alpha1.Glance) {
+		withNetworkPolicy(g)
+		withWebDownload(g)
+	})
+	tell(t, story{"serve", s.serve}, story{"outside-refused", s.outsideRefused}, story{"web-download", s.webDownload})
 }
 
 // withNetworkPolicy gives a Glance one replica and its own NetworkPolicy,
