@@ -82,7 +82,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 		out, err = fetch("denied", server)
 		return err != nil && strings.Contains(out, "deadline exceeded"), nil
 	}); err != nil {
-		t.Fatalf("denied to the server: still %v 30 s after the policies, want the policy to drop it; last:\n%s", err, out)
+		t.Fatalf("denied to the server: not dropped 30 s after the policies (%v), want the policy to drop it; last answer:\n%s", err, out)
 	}
 	t.Logf("the enforcer dropped the denied client's request %s after the policies were created", time.Since(start).Round(100*time.Millisecond))
 
