@@ -1,6 +1,7 @@
 package stories
 
 import (
+	"context"
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,8 +22,11 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/pkg/render"
@@ -233,11 +237,11 @@ func (s *scene) glanceDirect(t *testing.T) {
 	for _, im := range imports {
 		img := waitImport(t, im.importedOn.Client, im.id, func(img glanceclient.Image) bool { return img.Status == "active" })
 		checkHolds(t, im.importedOn.Client, img, im.data)
-		if _, err := os.Stat(stagingFile(im.stagedOn, im.id)); !os.IsNotExist(err) {
+		if _, err := os.Stat(stagingFile(im.stagedOn, im.id)); img.Status == "active" && !os.IsNotExist(err) {
 			t.Errorf("image %s is active, and its staged data is still on %s (%v)", im.id, im.stagedOn.name, err)
 		}
 	}
-	t.Logf("%d images staged through one pod and imported through the other, both ways, active %s after the first import call",
+	t.Logf("%d images staged through one pod and imported through the other, both ways: the imports ended %s after the first import call",
 		len(imports), time.Since(start).Round(100*time.Millisecond))
 	for _, p := range pods {
 		other := pods[0]
@@ -253,11 +257,11 @@ func (s *scene) glanceDirect(t *testing.T) {
 }
 
 // stagedDataLost: an image staged on a pod that a roll then replaces (a
-// second GlanceBackend attached, the next story's) has lost its data, and
-// Glance 30 says so at once rather than by a hang: the import through a
-// new pod fails with HTTP 500, as its proxy to the gone pod's address
-// cannot connect, and the image stays uploading, neither importing nor
-// active. Glance never lets it go: staging it again is a conflict (409),
+// second GlanceBackend attached, the next story's) has lost its data once
+// that pod is gone, and Glance 30 says so at once rather than by a hang:
+// the import through a new pod fails with HTTP 500, as its proxy to the
+// gone pod's address cannot connect, and the image stays uploading,
+// neither importing nor active. Glance never lets it go: staging it again is a conflict (409),
 // and deleting it fails like the import, for the delete is handed to the
 // gone pod too. What docs/operations.md tells the user to do works: with
 // the image's stage-host mark removed from the database it is deleted, and
@@ -268,6 +272,16 @@ func (s *scene) stagedDataLost(t *testing.T) {
 	before := s.deployment(t)
 	s.attachSecondStore(t)
 	s.waitRollout(t, before.Generation)
+	// A rolled-out Deployment's old pods may still be terminating, and
+	// serving: the staged data is lost once they are gone.
+	for _, p := range pods {
+		if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := env.CS.CoreV1().Pods(s.Namespace).Get(ctx, p.name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			t.Fatalf("pod %s is not gone after the roll: %v", p.name, err)
+		}
+	}
 
 	now := s.glancePods(t, realnode.DemoUser, realnode.DemoPassword)
 	for _, p := range now {
