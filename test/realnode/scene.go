@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,7 +25,7 @@ import (
 	"github.com/c5c3/glance-operator/pkg/render"
 	"github.com/c5c3/glance-operator/test/debianroot"
 	"github.com/c5c3/glance-operator/test/fixtures"
-	"github.com/c5c3/glance-operator/test/keystone"
+	"github.com/c5c3/glance-operator/test/keystoneadmin"
 	"github.com/c5c3/glance-operator/test/s3store"
 )
 
@@ -36,9 +37,12 @@ const (
 	Bucket           = "glance-images"
 	GlanceName       = "glance"
 	BackendName      = "s3"
-	DemoUser         = "demo"
-	DemoProject      = "demo"
-	DemoPassword     = "demo-password"
+	// DemoUser, a member of DemoProject, uploads; DemoReader, a reader of
+	// it, may only look.
+	DemoUser     = "demo"
+	DemoReader   = "demo-reader"
+	DemoProject  = "demo"
+	DemoPassword = "demo-password"
 	// The passwords a scene starts with. The DB password holds what a DSN
 	// must percent-encode, and '$', which oslo.config would substitute.
 	DBPassword          = "s3cr3t/p@ss:w0rd?#%$x+y"
@@ -48,11 +52,11 @@ const (
 	S3CredentialsSecret = "s3-credentials"
 )
 
-// SceneImages are the images of a scene beside the chart's: the stand-ins
-// (Keystone, S3) and MariaDB by digest, and the repository of the Glance
-// images, tagged by release.
+// SceneImages are the images of a scene beside the chart's: the S3
+// stand-in, MariaDB and Keystone by digest, and the repository of the
+// Glance images, tagged by release.
 type SceneImages struct {
-	StandIns, MariaDB, GlanceRepository string
+	StandIns, MariaDB, Keystone, GlanceRepository string
 }
 
 // PushSceneImages builds and pushes the scene's images, at the same time:
@@ -62,9 +66,15 @@ func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, release
 	reg, dir := e.Cluster.Registry, e.ImageDir()
 	var imgs SceneImages
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
+	errs := make([]error, 4)
 	wg.Go(func() {
 		imgs.StandIns, errs[0] = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1")
+	})
+	wg.Go(func() {
+		var archive string
+		if archive, _, errs[3] = debianroot.KeystoneImageArchive("test/keystone:trixie"); errs[3] == nil {
+			imgs.Keystone, errs[3] = reg.Push(ctx, archive, "test/keystone", "trixie")
+		}
 	})
 	wg.Go(func() {
 		var archive string
@@ -107,12 +117,23 @@ func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, release
 }
 
 // Scene is a namespace with what a Glance needs, all running as pods:
-// Keystone and S3 stand-ins, a MariaDB (through the MariaDB stand-in
-// operator), the Secrets, and an S3 GlanceBackend.
+// Debian's Keystone, an S3 stand-in, a MariaDB (through the MariaDB
+// stand-in operator) that Keystone and Glance keep their databases in, the
+// Secrets, and an S3 GlanceBackend.
 type Scene struct {
 	Namespace string
-	// KeystoneAdmin and S3Admin are the stand-ins' admin APIs, by pod IP.
-	KeystoneAdmin, S3Admin string
+	// S3Admin is the S3 stand-in's admin API, by pod IP.
+	S3Admin string
+	// KeystoneStarted is how long Keystone took to serve from when its
+	// database was asked for (the MariaDB and the database Ready, the
+	// pod's setup, uWSGI started); KeystoneSet, to the scene's users made
+	// too. For reports.
+	KeystoneStarted, KeystoneSet time.Duration
+	// keystone is Keystone's administrator at keystoneByIP, its v3
+	// endpoint by the pod's IP.
+	keystone     *keystoneadmin.Client
+	keystoneByIP string
+	cs           kubernetes.Interface
 }
 
 // KeystoneURL is the Keystone endpoint as pods see it.
@@ -138,24 +159,12 @@ func (s *Scene) NewGlance(imgs SceneImages, release string) *v1alpha1.Glance {
 	return g
 }
 
-// SetScene sets the scene in namespace ns, which exists: the stand-ins
-// with the service and demo users, the Secrets, the MariaDB and the S3
-// backend of the Glance named GlanceName.
+// SetScene sets the scene in namespace ns, which exists: the Secrets, the
+// MariaDB and the S3 backend of the Glance named GlanceName, the S3
+// stand-in, and Keystone with the Glance's service user and the demo
+// project's users.
 func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs SceneImages) (*Scene, error) {
-	s := &Scene{Namespace: ns}
-	var err error
-	if s.KeystoneAdmin, err = e.standIn(ctx, ns, imgs.StandIns, "keystone", KeystonePort, "-url", s.KeystoneURL()); err != nil {
-		return nil, err
-	}
-	if s.S3Admin, err = e.standIn(ctx, ns, imgs.StandIns, "s3", S3Port, "-bucket", Bucket); err != nil {
-		return nil, err
-	}
-	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin"); err != nil {
-		return nil, err
-	}
-	if err := s.SetKeystoneUser(ctx, DemoUser, DemoPassword, DemoProject, "member", "reader"); err != nil {
-		return nil, err
-	}
+	s := &Scene{Namespace: ns, cs: e.CS}
 	mariadb := &unstructured.Unstructured{}
 	mariadb.SetGroupVersionKind(render.MariaDBGVK)
 	mariadb.SetNamespace(ns)
@@ -176,10 +185,32 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 			return nil, err
 		}
 	}
+	var err error
+	if s.S3Admin, err = e.standIn(ctx, ns, imgs.StandIns, "s3", S3Port, "-bucket", Bucket); err != nil {
+		return nil, err
+	}
+	keystoneStart := time.Now()
+	if s.keystone, s.keystoneByIP, err = e.startKeystone(ctx, cl, ns, imgs.Keystone, s.KeystoneURL()); err != nil {
+		return nil, err
+	}
+	s.KeystoneStarted = time.Since(keystoneStart)
+	// Glance's install guide gives its service user the admin role on the
+	// service project; the service role is what newer guides give a
+	// service's user (Keystone lets it validate tokens).
+	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "admin", "service"); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, DemoUser, DemoPassword, DemoProject, "member"); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, DemoReader, DemoPassword, DemoProject, "reader"); err != nil {
+		return nil, err
+	}
+	s.KeystoneSet = time.Since(keystoneStart)
 	return s, nil
 }
 
-// standIn runs a stand-in (Keystone or S3) as a pod behind a Service of
+// standIn runs a stand-in (S3) as a pod behind a Service of
 // its name on port, and returns its admin API's base URL, by pod IP.
 func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, args ...string) (string, error) {
 	pod := &corev1.Pod{
@@ -207,34 +238,56 @@ func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, a
 	return fmt.Sprintf("http://%s:%d", ready.Status.PodIP, StandInAdminPort), nil
 }
 
-// adminClient is the client of the stand-ins' admin APIs.
+// adminClient is the client of Keystone's API and the S3 stand-in's admin
+// API, from this process.
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 
-// SetKeystoneUser creates or changes a user in the Keystone stand-in, as
-// an operator would in Keystone.
+// SetKeystoneUser creates the user name in Keystone or sets its password,
+// and makes roles its roles on project (created when missing), as a
+// cloud's administrator would. Keystone revokes the user's tokens when its
+// password is set.
 func (s *Scene) SetKeystoneUser(ctx context.Context, name, password, project string, roles ...string) error {
-	body, err := json.Marshal(keystone.UserRequest{Password: password, Project: project, Roles: roles})
-	if err != nil {
-		return err
+	if err := s.keystone.SetUser(ctx, name, password, project, roles...); err != nil {
+		return fmt.Errorf("Keystone user %s: %w", name, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.KeystoneAdmin+"/users/"+url.PathEscape(name), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	return adminCall(req, nil)
+	return nil
 }
 
-// KeystoneAttempts are the password authentications of user the Keystone
-// stand-in saw since t0.
-func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time) ([]keystone.Attempt, error) {
-	q := url.Values{"user": {user}, "since": {t0.UTC().Format(time.RFC3339Nano)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.KeystoneAdmin+"/attempts?"+q.Encode(), nil)
+// RegisterImageService puts the image service in Keystone's catalog, its
+// endpoints at url (a Glance's status.endpoint) on every interface.
+func (s *Scene) RegisterImageService(ctx context.Context, url string) error {
+	if url == "" {
+		return fmt.Errorf("the Glance in %s has no endpoint to register", s.Namespace)
+	}
+	return s.keystone.SetService(ctx, "image", "glance", KeystoneRegion, url)
+}
+
+// KeystoneToken is a token of user in project from Keystone, with its
+// catalog.
+func (s *Scene) KeystoneToken(ctx context.Context, user, password, project string) (keystoneadmin.Token, error) {
+	return keystoneadmin.Authenticate(ctx, adminClient, s.keystoneByIP, user, password, project)
+}
+
+// KeystoneAttempts are the password authentications of the user named
+// user that Keystone audited since t0, read from its pod's log.
+func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time) ([]keystoneadmin.Authentication, error) {
+	// The API takes the time to the second: start a second early.
+	since := metav1.NewTime(t0.Add(-time.Second))
+	log, err := s.cs.CoreV1().Pods(s.Namespace).GetLogs(KeystoneName, &corev1.PodLogOptions{Container: KeystoneName, SinceTime: &since}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("Keystone's log: %w", err)
+	}
+	all, err := keystoneadmin.Authentications(log)
 	if err != nil {
 		return nil, err
 	}
-	var attempts []keystone.Attempt
-	return attempts, adminCall(req, &attempts)
+	var out []keystoneadmin.Authentication
+	for _, a := range all {
+		if a.User == user && !a.At.Before(t0) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // Object looks an object of the bucket up in the S3 stand-in; ok is false

@@ -1,41 +1,31 @@
 // Command standins runs, in a pod of the real node, a stand-in for a
-// service Glance talks to: Keystone (keystone) or an S3 store (s3). Each
-// serves the API on -addr and, on -admin, what a test needs to drive or
-// inspect it: Keystone's users, S3's objects.
+// service Glance talks to: an S3 store (s3). It serves the API on -addr
+// and, on -admin, what a test needs to inspect it: S3's objects.
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"time"
 
-	"github.com/c5c3/glance-operator/test/keystone"
 	"github.com/c5c3/glance-operator/test/s3store"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: standins keystone|s3 [flags]")
+		fmt.Fprintln(os.Stderr, "usage: standins s3 [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	addr := fs.String("addr", ":8080", "the API's listen address")
 	admin := fs.String("admin", ":8081", "the admin API's listen address")
-	url := fs.String("url", "", "keystone: the versioned endpoint as clients see it (the catalog's URL)")
 	bucket := fs.String("bucket", "", "s3: a bucket to create at start")
 	_ = fs.Parse(os.Args[2:])
 
 	var api, adminAPI http.Handler
 	switch os.Args[1] {
-	case "keystone":
-		if *url == "" {
-			fail(errors.New("keystone: -url is required"))
-		}
-		k := keystone.New(*url)
-		api, adminAPI = k, k.AdminHandler()
 	case "s3":
 		s := s3store.New()
 		if *bucket != "" {
