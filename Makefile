@@ -200,8 +200,8 @@ conformance-root: ## Build the Debian trixie root with Glance for the conformanc
 	hack/debianroots/build.sh glance
 
 .PHONY: realnode-roots
-realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade and trixie's MariaDB (once per machine, into the artifact cache; root + debootstrap).
-	hack/debianroots/build.sh glance-sid mariadb
+realnode-roots: conformance-root ## Build the Debian roots of the real node's images: sid's Glance for the upgrade, trixie's MariaDB and trixie's Keystone (once per machine, into the artifact cache; root + debootstrap).
+	hack/debianroots/build.sh glance-sid mariadb keystone
 
 
 .PHONY: cluster

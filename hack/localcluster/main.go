@@ -128,7 +128,7 @@ func run(ctx context.Context, o options) error {
 		return errors.New("-node=real needs -mode=cluster")
 	}
 	var glances []client.ObjectKey
-	// scene is the real node's sample Glance and its stand-ins.
+	// scene is the real node's sample Glance, its Keystone and S3 store.
 	var scene *realnode.Scene
 	switch {
 	case o.mode == "cluster" && o.withOperator && o.node == "real":
@@ -228,6 +228,9 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("\nkubeconfig: %s\ntry:        %s --kubeconfig %s get gl,glb -A\nlogs:       %s\n",
 		kubeconfig, kubectl, kubeconfig, logs)
 	if scene != nil {
+		if err := registerImageService(ctx, cfg, scene); err != nil {
+			return err
+		}
 		if err := printUpload(ctx, cfg, scene); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
 	"github.com/c5c3/glance-operator/test/debianroot"
@@ -33,7 +34,7 @@ type realNodeRun struct {
 
 // startRealNode starts a real node, installs the chart with helm, starts
 // the MariaDB stand-in and sets the scene of a sample Glance on 2026.1
-// with an S3 backend in the namespace openstack.
+// with an S3 backend and Debian's Keystone in the namespace openstack.
 func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a real node (containerd, kubelet, kube-proxy, CoreDNS, kube-network-policies, cert-manager) ...")
 	env, err := realnode.Start(ctx, dir)
@@ -45,7 +46,7 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	fail := func(err error) (*realNodeRun, error) { return nil, errors.Join(err, r.stop()) }
 	// The MariaDB stand-in, a controller-runtime manager, sets the
 	// process's controller-runtime logger: it starts before any client.
-	fmt.Println("building the stand-in, SeaweedFS, MariaDB and Glance images ...")
+	fmt.Println("building the SeaweedFS, MariaDB, Keystone and Glance images ...")
 	imgs, err := env.PushSceneImages(ctx, debianroot.Glance, []string{realNodeRelease})
 	if err != nil {
 		return fail(err)
@@ -77,9 +78,23 @@ func startRealNode(ctx context.Context, dir string) (*realNodeRun, error) {
 	if err := cl.Create(ctx, r.scene.NewGlance(imgs, realNodeRelease)); err != nil {
 		return fail(err)
 	}
-	fmt.Printf("running: the chart's glance-operator and glance-webhook, cert-manager, and in %s: a Keystone stand-in, SeaweedFS as the S3 server, MariaDB (its operator a stand-in in this process), Glance %s\n",
+	fmt.Printf("running: the chart's glance-operator and glance-webhook, cert-manager, and in %s: Keystone (Debian's), SeaweedFS as the S3 server, MariaDB (its operator a stand-in in this process), Glance %s\n",
 		realNodeNamespace, realNodeRelease)
 	return r, nil
+}
+
+// registerImageService puts the sample Glance, which is Ready, in
+// Keystone's catalog at its status.endpoint.
+func registerImageService(ctx context.Context, cfg *rest.Config, s *realnode.Scene) error {
+	cl, err := operatortest.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	g := &v1alpha1.Glance{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: realnode.GlanceName}, g); err != nil {
+		return err
+	}
+	return s.RegisterImageService(ctx, g.Status.Endpoint)
 }
 
 // printUpload prints how to upload an image to the sample Glance from this
@@ -90,7 +105,7 @@ func printUpload(ctx context.Context, cfg *rest.Config, s *realnode.Scene) error
 		return err
 	}
 	ips := map[string]string{}
-	for _, name := range []string{"keystone", realnode.GlanceName} {
+	for _, name := range []string{realnode.KeystoneName, realnode.GlanceName} {
 		svc, err := cs.CoreV1().Services(s.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -98,7 +113,8 @@ func printUpload(ctx context.Context, cfg *rest.Config, s *realnode.Scene) error
 		ips[name] = svc.Spec.ClusterIP
 	}
 	fmt.Printf(`
-Glance serves at http://%[2]s:%[3]d (Service %[1]s/glance); Keystone at http://%[4]s:%[5]d/v3.
+Glance serves at http://%[2]s:%[3]d (Service %[1]s/glance); Keystone at http://%[4]s:%[5]d/v3
+(Service %[1]s/keystone; its administrator %[9]s, password %[10]s, project %[11]s).
 Upload an image as the user %[6]s (password %[7]s, project %[8]s):
 
   TOKEN=$(curl -si http://%[4]s:%[5]d/v3/auth/tokens -H 'Content-Type: application/json' \
@@ -109,6 +125,7 @@ Upload an image as the user %[6]s (password %[7]s, project %[8]s):
   curl -s -X PUT http://%[2]s:%[3]d/v2/images/$ID/file -H "X-Auth-Token: $TOKEN" \
     -H 'Content-Type: application/octet-stream' --data-binary @README.md
   curl -s http://%[2]s:%[3]d/v2/images/$ID/file -H "X-Auth-Token: $TOKEN" | sha256sum; sha256sum README.md
-`, s.Namespace, ips[realnode.GlanceName], v1alpha1.APIPort, ips["keystone"], realnode.KeystonePort, realnode.DemoUser, realnode.DemoPassword, realnode.DemoProject)
+`, s.Namespace, ips[realnode.GlanceName], v1alpha1.APIPort, ips[realnode.KeystoneName], realnode.KeystonePort, realnode.DemoUser, realnode.DemoPassword, realnode.DemoProject,
+		realnode.KeystoneAdminUser, realnode.KeystoneAdminPassword, realnode.KeystoneAdminProject)
 	return nil
 }

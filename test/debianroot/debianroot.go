@@ -1,7 +1,7 @@
 // Package debianroot finds the Debian roots that hack/debianroots/build.sh
 // builds, and writes OCI images of them: Glance from Debian's packages for
-// the conformance suite and the real node, and MariaDB for the real node's
-// database.
+// the conformance suite and the real node, and the real node's MariaDB and
+// Keystone.
 //
 // A root is defined by hack/debianroots/NAME.packages (a "# suite: SUITE"
 // line and the packages to install on a debootstrap minbase) and built into
@@ -48,6 +48,12 @@ var (
 	GlanceSid = Root{Name: "glance-sid", Target: "realnode-roots", Files: glanceFiles}
 	// MariaDB is Debian trixie's mariadb-server: the real node's database.
 	MariaDB = Root{Name: "mariadb", Target: "realnode-roots", Files: []string{"usr/sbin/mariadbd", "usr/bin/mariadb-install-db", "usr/bin/mariadb"}}
+	// Keystone is Debian trixie's Keystone 27 (2025.1), uWSGI and PyMySQL:
+	// the real node's Keystone.
+	Keystone = Root{Name: "keystone", Target: "realnode-roots", Files: []string{
+		"usr/bin/keystone-manage", "usr/lib/python3/dist-packages/keystone/wsgi/api.py",
+		"usr/bin/uwsgi", "usr/lib/uwsgi/plugins/python3_plugin.so", "usr/lib/python3/dist-packages/pymysql/__init__.py",
+	}}
 )
 
 // Env is the variable that overrides where the root is looked up:

@@ -85,6 +85,41 @@ func TestMariaDBImage(t *testing.T) {
 		})
 }
 
+// TestKeystoneImage: the Keystone image holds keystone-manage, Keystone's
+// WSGI module, uWSGI with its Python plugin and PyMySQL, none of Debian's
+// default keystone config, and runs as the keystone user of the root, by
+// number and not root, with no default command.
+func TestKeystoneImage(t *testing.T) {
+	t.Parallel()
+	dir, err := Keystone.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, files, _ := writtenImage(t, func(archive string) (v1.Hash, error) {
+		return WriteKeystoneImage(archive, "test/keystone:trixie")
+	}, "Keystone from Debian trixie's packages (hack/debianroots/keystone.packages)")
+	passwd, err := os.ReadFile(filepath.Join(dir, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, line := range strings.Split(string(passwd), "\n") {
+		if f := strings.Split(line, ":"); f[0] == "keystone" {
+			want = f[2] + ":" + f[3]
+		}
+	}
+	if cfg.Config.User != want || strings.HasPrefix(want, "0:") || want == "" {
+		t.Errorf("user %q, want the root's keystone user %q, by number and not root", cfg.Config.User, want)
+	}
+	if len(cfg.Config.Cmd) > 0 || len(cfg.Config.Entrypoint) > 0 {
+		t.Errorf("entrypoint %q, cmd %q, want none", cfg.Config.Entrypoint, cfg.Config.Cmd)
+	}
+	checkFiles(t, files, append([]string{"etc/keystone/", "etc/keystone/policy.d/"}, Keystone.Files...),
+		"of Debian's default keystone config or documentation", func(name string) bool {
+			return name == "etc/keystone/keystone.conf" || name == "etc/keystone/keystone-uwsgi.ini" || strings.HasPrefix(name, "usr/share/doc/")
+		})
+}
+
 // TestDir: a root missing from the directory an override names is an error
 // naming the make target that builds it; GLANCE_CONFORMANCE_ROOT still
 // overrides the Glance root; each definition names its suite.
@@ -117,7 +152,7 @@ func TestDir(t *testing.T) {
 		t.Errorf("Glance.Dir() in an empty directory: %v, want an error naming make conformance-root", err)
 	}
 
-	for r, want := range map[*Root]string{&Glance: "trixie", &GlanceSid: "sid", &MariaDB: "trixie"} {
+	for r, want := range map[*Root]string{&Glance: "trixie", &GlanceSid: "sid", &MariaDB: "trixie", &Keystone: "trixie"} {
 		if got, err := r.Suite(); err != nil || got != want {
 			t.Errorf("%s: suite %q, %v, want %q", r.Name, got, err, want)
 		}
@@ -282,13 +317,13 @@ func TestCacheEntryAgreesWithTheBuildScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(repo, "hack", "debianroots", "build.sh"), "keys", Glance.Name, GlanceSid.Name, MariaDB.Name).CombinedOutput()
+	out, err := exec.Command(filepath.Join(repo, "hack", "debianroots", "build.sh"), "keys", Glance.Name, GlanceSid.Name, MariaDB.Name, Keystone.Name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build.sh keys: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	cache, _ := controlplane.ArtifactCache()
-	for i, r := range []Root{Glance, GlanceSid, MariaDB} {
+	for i, r := range []Root{Glance, GlanceSid, MariaDB, Keystone} {
 		entry, err := r.CacheEntry()
 		if err != nil {
 			t.Fatal(err)

@@ -203,6 +203,53 @@ func WriteMariaDBImage(archive, ref string) (v1.Hash, error) {
 	})
 }
 
+// KeystoneDefaultConfig reports Debian's default keystone config files (rel
+// is relative to the root, slash separated): keystone.conf, which
+// oslo.config reads whenever it exists, and the uWSGI configuration of
+// Debian's init script. A Keystone image runs the configuration its pod
+// gives.
+func KeystoneDefaultConfig(rel string) bool {
+	return rel == "etc/keystone/keystone.conf" || rel == "etc/keystone/keystone-uwsgi.ini"
+}
+
+// WriteKeystoneImage writes an image of the Keystone root as an OCI layout
+// archive at path, named ref: Keystone's programs and uWSGI, without
+// Debian's default keystone config and documentation, running as the
+// keystone user the package made (by number, so that a pod can be held to
+// a non-root user). No default command: a pod gives it.
+func WriteKeystoneImage(archive, ref string) (v1.Hash, error) {
+	dir, err := Keystone.Dir()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	user, err := systemUser(dir, "keystone")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	return writeImage(Keystone, "Keystone", archive, ref, ociimage.TreeImage{
+		Trees: []ociimage.Tree{{Dir: dir, Omit: func(rel string) bool {
+			return KeystoneDefaultConfig(rel) || rel == "usr/share/doc" || rel == "usr/share/man"
+		}}},
+		Config: v1.Config{User: user, Env: imageEnv, WorkingDir: "/"},
+	})
+}
+
+// systemUser returns "UID:GID" of the user name in the root at dir, from its
+// /etc/passwd.
+func systemUser(dir, name string) (string, error) {
+	passwd, err := os.ReadFile(filepath.Join(dir, "etc", "passwd"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(passwd), "\n") {
+		// name:password:UID:GID:...
+		if f := strings.Split(line, ":"); len(f) >= 4 && f[0] == name {
+			return f[2] + ":" + f[3], nil
+		}
+	}
+	return "", fmt.Errorf("the root %s has no user %s: rebuild it with its make target", dir, name)
+}
+
 // writeImage writes img of root r, its history naming what and the root's
 // suite, with every timestamp at the epoch: the same root gives the same
 // digest.

@@ -45,6 +45,14 @@ func MariaDBImageArchive(ref string) (string, v1.Hash, error) {
 	})
 }
 
+// KeystoneImageArchive is WriteKeystoneImage's archive for ref, from the
+// artifact cache as GlanceImageArchive's.
+func KeystoneImageArchive(ref string) (string, v1.Hash, error) {
+	return cachedImage(Keystone, "keystone", ref, func(archive string) (v1.Hash, error) {
+		return WriteKeystoneImage(archive, ref)
+	})
+}
+
 // cachedImage returns the cached archive of root's image named kind, writing
 // it with write when the cache has none of these inputs. The digest is kept
 // beside the archive.

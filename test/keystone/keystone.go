@@ -3,7 +3,8 @@
 // /v3/auth/tokens) and token validation (GET /v3/auth/tokens, which, like
 // Keystone, requires a valid token of the caller in X-Auth-Token). It knows
 // its users' passwords and accepts nothing else; changing a password revokes
-// the user's tokens, as Keystone does.
+// the user's tokens, as Keystone does. The conformance suite runs it in its
+// process; the real node runs Debian's Keystone (test/realnode).
 package keystone
 
 import (

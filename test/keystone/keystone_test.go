@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -124,76 +123,5 @@ func TestRotationRevokesTokens(t *testing.T) {
 	}
 	if _, err := glanceclient.KeystoneToken(http.DefaultClient, v3, "glance", "new", "service"); err != nil {
 		t.Error(err)
-	}
-}
-
-func adminDo(t *testing.T, method, target, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, target, strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
-}
-
-func TestAdminSetsUserAndReportsAttempts(t *testing.T) {
-	k, v3 := start(t)
-	admin := httptest.NewServer(k.AdminHandler())
-	defer admin.Close()
-
-	if code, body := adminDo(t, http.MethodPut, admin.URL+"/users/demo", `{"password":"pw1","project":"demo","roles":["member"]}`); code != http.StatusNoContent {
-		t.Fatalf("PUT /users/demo: HTTP %d %s", code, body)
-	}
-	since := time.Now()
-	if _, err := glanceclient.KeystoneToken(http.DefaultClient, v3, "demo", "pw1", "demo"); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := adminDo(t, http.MethodPut, admin.URL+"/users/demo", `{"password":"pw2","project":"demo"}`); code != http.StatusNoContent {
-		t.Fatalf("changing the password: HTTP %d %s", code, body)
-	}
-	if _, err := glanceclient.KeystoneToken(http.DefaultClient, v3, "demo", "pw1", "demo"); err == nil {
-		t.Error("the old password still gets a token after the admin API changed it")
-	}
-
-	code, body := adminDo(t, http.MethodGet, admin.URL+"/attempts?user=demo&since="+queryTime(since), "")
-	var got []keystone.Attempt
-	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
-		t.Fatalf("GET /attempts: HTTP %d %s (%v)", code, body, err)
-	}
-	if len(got) != 2 || got[0].Password != "pw1" || !got[0].OK || got[1].OK || got[0].User != "demo" || got[0].At.Before(since) {
-		t.Errorf("attempts: %+v, want pw1 accepted, then refused", got)
-	}
-	if code, body := adminDo(t, http.MethodGet, admin.URL+"/attempts?user=demo&since="+queryTime(time.Now().Add(time.Minute)), ""); code != http.StatusOK || strings.TrimSpace(body) != "[]" {
-		t.Errorf("attempts in the future: HTTP %d %s, want an empty list", code, body)
-	}
-}
-
-func queryTime(t time.Time) string { return url.QueryEscape(t.Format(time.RFC3339Nano)) }
-
-func TestAdminRejectsBadInput(t *testing.T) {
-	k, _ := start(t)
-	admin := httptest.NewServer(k.AdminHandler())
-	defer admin.Close()
-	for _, c := range []struct {
-		method, path, body, field string
-	}{
-		{http.MethodPut, "/users/demo", `{"password":`, "decoding"},
-		{http.MethodPut, "/users/demo", `{"project":"demo"}`, "password"},
-		{http.MethodPut, "/users/demo", `{"password":"pw"}`, "project"},
-		{http.MethodGet, "/attempts?since=2024-01-01T00:00:00Z", "", "user"},
-		{http.MethodGet, "/attempts?user=demo&since=yesterday", "", "since"},
-	} {
-		code, body := adminDo(t, c.method, admin.URL+c.path, c.body)
-		var e struct{ Error string }
-		_ = json.Unmarshal([]byte(body), &e)
-		if code != http.StatusBadRequest || !strings.HasPrefix(e.Error, c.field) {
-			t.Errorf("%s %s %s: HTTP %d %s, want 400 naming %s", c.method, c.path, c.body, code, body, c.field)
-		}
-	}
-	if n := len(k.AttemptsSince("demo", time.Time{})); n != 0 {
-		t.Errorf("%d attempts", n)
 	}
 }

@@ -1,14 +1,10 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -16,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,19 +22,21 @@ import (
 	"github.com/c5c3/glance-operator/test/controlplane"
 	"github.com/c5c3/glance-operator/test/debianroot"
 	"github.com/c5c3/glance-operator/test/fixtures"
-	"github.com/c5c3/glance-operator/test/keystone"
+	"github.com/c5c3/glance-operator/test/keystoneadmin"
 )
 
 // What a scene holds, by name.
 const (
-	KeystonePort     = 5000
-	StandInAdminPort = 9001
-	Bucket           = "glance-images"
-	GlanceName       = "glance"
-	BackendName      = "s3"
-	DemoUser         = "demo"
-	DemoProject      = "demo"
-	DemoPassword     = "demo-password"
+	KeystonePort = 5000
+	Bucket       = "glance-images"
+	GlanceName   = "glance"
+	BackendName  = "s3"
+	// DemoUser, a member of DemoProject, uploads; DemoReader, a reader of
+	// it, may only look.
+	DemoUser     = "demo"
+	DemoReader   = "demo-reader"
+	DemoProject  = "demo"
+	DemoPassword = "demo-password"
 	// The passwords a scene starts with. The DB password holds what a DSN
 	// must percent-encode, and '$', which oslo.config would substitute.
 	DBPassword          = "s3cr3t/p@ss:w0rd?#%$x+y"
@@ -51,11 +49,11 @@ const (
 	MultipartThresholdMiB = 5
 )
 
-// SceneImages are the images of a scene beside the chart's: the Keystone
-// stand-in, the S3 server and MariaDB by digest, and the repository of the
-// Glance images, tagged by release.
+// SceneImages are the images of a scene beside the chart's: the S3
+// server, MariaDB and Keystone by digest, and the repository of the Glance
+// images, tagged by release.
 type SceneImages struct {
-	StandIns, S3, MariaDB, GlanceRepository string
+	S3, MariaDB, Keystone, GlanceRepository string
 }
 
 // PushSceneImages builds and pushes the scene's images, at the same time:
@@ -67,12 +65,15 @@ func (e *Env) PushSceneImages(ctx context.Context, root debianroot.Root, release
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	wg.Go(func() {
-		imgs.StandIns, errs[0] = reg.BuildAndPush(ctx, dir, "standins", "./test/realnode/standins", "test/standins", "v1")
+		var bin string
+		if bin, errs[0] = controlplane.BinDir("seaweedfs"); errs[0] == nil {
+			imgs.S3, errs[0] = reg.PushBinary(ctx, dir, "seaweedfs", filepath.Join(bin, "seaweedfs"), "test/seaweedfs", "v1")
+		}
 	})
 	wg.Go(func() {
-		var bin string
-		if bin, errs[3] = controlplane.BinDir("seaweedfs"); errs[3] == nil {
-			imgs.S3, errs[3] = reg.PushBinary(ctx, dir, "seaweedfs", filepath.Join(bin, "seaweedfs"), "test/seaweedfs", "v1")
+		var archive string
+		if archive, _, errs[3] = debianroot.KeystoneImageArchive("test/keystone:trixie"); errs[3] == nil {
+			imgs.Keystone, errs[3] = reg.Push(ctx, archive, "test/keystone", "trixie")
 		}
 	})
 	wg.Go(func() {
@@ -115,15 +116,24 @@ func (e *Env) PushGlanceImage(ctx context.Context, root debianroot.Root, release
 	return e.Cluster.Registry.Host + "/openstack/glance", errors.Join(errs...)
 }
 
-// Scene is a namespace with what a Glance needs, all running as pods: a
-// Keystone stand-in, an S3 server, a MariaDB (through the MariaDB stand-in
-// operator), the Secrets, and an S3 GlanceBackend.
+// Scene is a namespace with what a Glance needs, all running as pods:
+// Debian's Keystone, an S3 server, a MariaDB (through the MariaDB
+// stand-in operator) that Keystone and Glance keep their databases in, the
+// Secrets, and an S3 GlanceBackend.
 type Scene struct {
 	Namespace string
-	// KeystoneAdmin is the Keystone stand-in's admin API, by pod IP.
-	KeystoneAdmin string
 	// S3 is the scene's S3 server.
 	S3 *S3Server
+	// KeystoneStarted is how long Keystone took to serve from when its
+	// database was asked for (the MariaDB and the database Ready, the
+	// pod's setup, uWSGI started); KeystoneSet, to the scene's users made
+	// too. For reports.
+	KeystoneStarted, KeystoneSet time.Duration
+	// keystone is Keystone's administrator at keystoneByIP, its v3
+	// endpoint by the pod's IP.
+	keystone     *keystoneadmin.Client
+	keystoneByIP string
+	cs           kubernetes.Interface
 }
 
 // KeystoneURL is the Keystone endpoint as pods see it.
@@ -149,24 +159,12 @@ func (s *Scene) NewGlance(imgs SceneImages, release string) *v1alpha1.Glance {
 	return g
 }
 
-// SetScene sets the scene in namespace ns, which exists: the stand-ins
-// with the service and demo users, the Secrets, the MariaDB and the S3
-// backend of the Glance named GlanceName.
+// SetScene sets the scene in namespace ns, which exists: the Secrets, the
+// MariaDB and the S3 backend of the Glance named GlanceName, the S3
+// server, and Keystone with the Glance's service user and the demo
+// project's users.
 func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs SceneImages) (*Scene, error) {
-	s := &Scene{Namespace: ns}
-	var err error
-	if s.KeystoneAdmin, err = e.standIn(ctx, ns, imgs.StandIns, "keystone", KeystonePort, "-url", s.KeystoneURL()); err != nil {
-		return nil, err
-	}
-	if s.S3, err = e.startS3Server(ctx, ns, imgs.S3, Bucket); err != nil {
-		return nil, err
-	}
-	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "service", "admin"); err != nil {
-		return nil, err
-	}
-	if err := s.SetKeystoneUser(ctx, DemoUser, DemoPassword, DemoProject, "member", "reader"); err != nil {
-		return nil, err
-	}
+	s := &Scene{Namespace: ns, cs: e.CS}
 	mariadb := &unstructured.Unstructured{}
 	mariadb.SetGroupVersionKind(render.MariaDBGVK)
 	mariadb.SetNamespace(ns)
@@ -191,65 +189,80 @@ func (e *Env) SetScene(ctx context.Context, cl client.Client, ns string, imgs Sc
 			return nil, err
 		}
 	}
+	var err error
+	if s.S3, err = e.startS3Server(ctx, ns, imgs.S3, Bucket); err != nil {
+		return nil, err
+	}
+	keystoneStart := time.Now()
+	if s.keystone, s.keystoneByIP, err = e.startKeystone(ctx, cl, ns, imgs.Keystone, s.KeystoneURL()); err != nil {
+		return nil, err
+	}
+	s.KeystoneStarted = time.Since(keystoneStart)
+	// Glance's install guide gives its service user the admin role on the
+	// service project; the service role is what newer guides give a
+	// service's user (Keystone lets it validate tokens).
+	if err := s.SetKeystoneUser(ctx, v1alpha1.DefaultServiceUsername, ServicePassword, v1alpha1.DefaultServiceProjectName, "admin", "service"); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, DemoUser, DemoPassword, DemoProject, "member"); err != nil {
+		return nil, err
+	}
+	if err := s.SetKeystoneUser(ctx, DemoReader, DemoPassword, DemoProject, "reader"); err != nil {
+		return nil, err
+	}
+	s.KeystoneSet = time.Since(keystoneStart)
 	return s, nil
 }
 
-// standIn runs a stand-in (Keystone) as a pod behind a Service of
-// its name on port, and returns its admin API's base URL, by pod IP.
-func (e *Env) standIn(ctx context.Context, ns, image, name string, port int32, args ...string) (string, error) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers: []corev1.Container{{
-				Name:  name,
-				Image: image,
-				Args: append([]string{name, "-addr", fmt.Sprintf(":%d", port), "-admin", fmt.Sprintf(":%d", StandInAdminPort)},
-					args...),
-				Ports:           []corev1.ContainerPort{{ContainerPort: port}, {ContainerPort: StandInAdminPort}},
-				SecurityContext: Restricted(),
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
-					PeriodSeconds: 1,
-				},
-			}},
-		},
-	}
-	ready, _, err := e.ServePod(ctx, ns, pod, corev1.ServicePort{Port: port, TargetPort: intstr.FromInt32(port)})
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("http://%s:%d", ready.Status.PodIP, StandInAdminPort), nil
-}
-
-// adminClient is the client of the Keystone stand-in's admin API.
+// adminClient is the client of Keystone's API from this process.
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 
-// SetKeystoneUser creates or changes a user in the Keystone stand-in, as
-// an operator would in Keystone.
+// SetKeystoneUser creates the user name in Keystone or sets its password,
+// and makes roles its roles on project (created when missing), as a
+// cloud's administrator would. Keystone revokes the user's tokens when its
+// password is set.
 func (s *Scene) SetKeystoneUser(ctx context.Context, name, password, project string, roles ...string) error {
-	body, err := json.Marshal(keystone.UserRequest{Password: password, Project: project, Roles: roles})
-	if err != nil {
-		return err
+	if err := s.keystone.SetUser(ctx, name, password, project, roles...); err != nil {
+		return fmt.Errorf("Keystone user %s: %w", name, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.KeystoneAdmin+"/users/"+url.PathEscape(name), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	return adminCall(req, nil)
+	return nil
 }
 
-// KeystoneAttempts are the password authentications of user the Keystone
-// stand-in saw since t0.
-func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time) ([]keystone.Attempt, error) {
-	q := url.Values{"user": {user}, "since": {t0.UTC().Format(time.RFC3339Nano)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.KeystoneAdmin+"/attempts?"+q.Encode(), nil)
+// RegisterImageService puts the image service in Keystone's catalog, its
+// endpoints at url (a Glance's status.endpoint) on every interface.
+func (s *Scene) RegisterImageService(ctx context.Context, url string) error {
+	if url == "" {
+		return fmt.Errorf("the Glance in %s has no endpoint to register", s.Namespace)
+	}
+	return s.keystone.SetService(ctx, "image", "glance", KeystoneRegion, url)
+}
+
+// KeystoneToken is a token of user in project from Keystone, with its
+// catalog.
+func (s *Scene) KeystoneToken(ctx context.Context, user, password, project string) (keystoneadmin.Token, error) {
+	return keystoneadmin.Authenticate(ctx, adminClient, s.keystoneByIP, user, password, project)
+}
+
+// KeystoneAttempts are the password authentications of the user named
+// user that Keystone audited since t0, read from its pod's log.
+func (s *Scene) KeystoneAttempts(ctx context.Context, user string, t0 time.Time) ([]keystoneadmin.Authentication, error) {
+	// The API takes the time to the second: start a second early.
+	since := metav1.NewTime(t0.Add(-time.Second))
+	log, err := s.cs.CoreV1().Pods(s.Namespace).GetLogs(KeystoneName, &corev1.PodLogOptions{Container: KeystoneName, SinceTime: &since}).DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("Keystone's log: %w", err)
+	}
+	all, err := keystoneadmin.Authentications(log)
 	if err != nil {
 		return nil, err
 	}
-	var attempts []keystone.Attempt
-	return attempts, adminCall(req, &attempts)
+	var out []keystoneadmin.Authentication
+	for _, a := range all {
+		if a.User == user && !a.At.Before(t0) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }
 
 // S3URL is the S3 server's endpoint as pods see it, by scheme and port.
@@ -273,33 +286,4 @@ func (s *Scene) ObjectReads(ctx context.Context, key string) (int, error) {
 // credentials may use; one that exists is no error.
 func (s *Scene) CreateBucket(ctx context.Context, name string) error {
 	return s.S3.CreateBucket(ctx, name)
-}
-
-// adminStatusError is an admin API's answer other than 2xx.
-type adminStatusError struct {
-	code int
-	msg  string
-}
-
-func (e adminStatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.code, e.msg) }
-
-// adminCall sends req to a stand-in's admin API and decodes a 2xx answer
-// into out, when given.
-func adminCall(req *http.Request, out any) error {
-	resp, err := adminClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return adminStatusError{code: resp.StatusCode, msg: string(bytes.TrimSpace(b))}
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
-	}
-	return nil
 }

@@ -205,6 +205,18 @@ func SetReady(u *unstructured.Unstructured, message string) (bool, error) {
 	return true, unstructured.SetNestedSlice(u.Object, append(others, ready), "status", "conditions")
 }
 
+// IsReady reports whether an object's Ready condition is True at its
+// generation, as SetReady sets it.
+func IsReady(u *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return m["status"] == "True" && m["observedGeneration"] == u.GetGeneration()
+		}
+	}
+	return false
+}
+
 // routeAcceptor plays a Gateway controller: it reports, for each Gateway
 // parent of an HTTPRoute, Accepted=True when that Gateway exists and
 // Accepted=False with reason NoMatchingParent when it does not.

@@ -54,15 +54,16 @@ func (s *scene) rotate(t *testing.T) {
 	// dropped (the stand-in releases its User once DROP USER is done).
 	s.waitUserDropped(t, realnode.GlanceName)
 
-	// The new pods authenticate as the second service user with its
-	// password; once the old pods are gone, nothing authenticates as the
+	// Keystone's audit: the new pods authenticate as the second service
+	// user, and Keystone, which knows only its new password, accepts every
+	// attempt; once the old pods are gone, nothing authenticates as the
 	// first.
 	var rotated int
 	for _, a := range s.keystoneAttempts(t, rotatedServiceUser, start) {
-		if a.OK && a.Password == rotatedServicePassword {
+		if a.OK {
 			rotated++
 		} else {
-			t.Errorf("the second service user authenticated with a wrong password (accepted %v)", a.OK)
+			t.Errorf("Keystone refused an authentication of the second service user at %s", a.At.Format(time.RFC3339Nano))
 		}
 	}
 	if rotated == 0 {

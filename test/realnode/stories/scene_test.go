@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/c5c3/glance-operator/api/v1alpha1"
-	"github.com/c5c3/glance-operator/test/keystone"
+	"github.com/c5c3/glance-operator/test/keystoneadmin"
 	"github.com/c5c3/glance-operator/test/realnode"
 )
 
@@ -73,6 +73,8 @@ func setScene(ctx context.Context, ns, release string, edit func(*v1alpha1.Glanc
 		return nil, err
 	}
 	s := &scene{Scene: rs}
+	fmt.Printf("scene %s: Keystone served %s and had the scene's users %s after its database was asked for\n",
+		ns, rs.KeystoneStarted.Round(100*time.Millisecond), rs.KeystoneSet.Round(100*time.Millisecond))
 	g := rs.NewGlance(sceneImages, release)
 	if edit != nil {
 		edit(g)
@@ -83,10 +85,13 @@ func setScene(ctx context.Context, ns, release string, edit func(*v1alpha1.Glanc
 	if s.glance, err = s.readyGlance(ctx, 0); err != nil {
 		return nil, err
 	}
+	if err := s.RegisterImageService(ctx, s.glance.Status.Endpoint); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
-// setKeystoneUser creates or changes a user in the Keystone stand-in.
+// setKeystoneUser creates or changes a user in Keystone.
 func (s *scene) setKeystoneUser(t *testing.T, name, password, project string, roles ...string) {
 	t.Helper()
 	if err := s.SetKeystoneUser(t.Context(), name, password, project, roles...); err != nil {
@@ -115,8 +120,9 @@ func (s *scene) objectReads(t *testing.T, key string) int {
 	return n
 }
 
-// keystoneAttempts are the password authentications of user since t0.
-func (s *scene) keystoneAttempts(t *testing.T, user string, t0 time.Time) []keystone.Attempt {
+// keystoneAttempts are the password authentications of user Keystone
+// audited since t0.
+func (s *scene) keystoneAttempts(t *testing.T, user string, t0 time.Time) []keystoneadmin.Authentication {
 	t.Helper()
 	attempts, err := s.KeystoneAttempts(t.Context(), user, t0)
 	if err != nil {

@@ -60,11 +60,36 @@ func (s *scene) client(name string, args ...string) *corev1.Pod {
 	return env.ProbePod(name, append([]string{"glance", "-keystone", s.KeystoneURL(), "-password", realnode.DemoPassword}, args...)...)
 }
 
+// keystoneRoles: Keystone's catalog names the Glance's endpoint as the
+// image service and the Keystone Service as the identity service; the demo
+// project's reader may list images but not create one: Glance enforces its
+// policy on the roles Keystone's token carries.
+func (s *scene) keystoneRoles(t *testing.T) {
+	token, err := s.KeystoneToken(t.Context(), realnode.DemoUser, realnode.DemoPassword, realnode.DemoProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, iface := range []string{"public", "internal"} {
+		if got := token.Endpoint("image", iface); got != s.glance.Status.Endpoint {
+			t.Errorf("the catalog's %s image endpoint: %q, want the Glance's status.endpoint %q", iface, got, s.glance.Status.Endpoint)
+		}
+		if got := token.Endpoint("identity", iface); got != s.KeystoneURL() {
+			t.Errorf("the catalog's %s identity endpoint: %q, want %q", iface, got, s.KeystoneURL())
+		}
+	}
+	phase, log := env.RunPod(t, s.Namespace, env.ProbePod("reader", "glance", "-api", s.APIURL(), "-keystone", s.KeystoneURL(),
+		"-user", realnode.DemoReader, "-password", realnode.DemoPassword))
+	if phase != corev1.PodFailed || !strings.Contains(log, "create image: HTTP 403") {
+		t.Errorf("the reader %s uploading: pod %s, want it refused with 403 when it creates the image; log:\n%s", realnode.DemoReader, phase, log)
+	}
+}
+
 // serve: a client pod uploads an image through the Glance Service (by its
 // ClusterIP, then by its DNS name), lists it and downloads it with a
 // matching checksum, and the object is in the S3 bucket; an image above
 // the backend's largeObjectSize goes up in parts. The reference's
 // basic-deployment step ends the story: a pod gets 200 from /healthcheck.
+// Between them, Keystone's catalog and roles (keystoneRoles).
 func (s *scene) serve(t *testing.T) {
 	svc, err := env.CS.CoreV1().Services(s.Namespace).Get(t.Context(), realnode.GlanceName, metav1.GetOptions{})
 	if err != nil {
@@ -90,6 +115,7 @@ func (s *scene) serve(t *testing.T) {
 		})
 	}
 	t.Run("multipart", s.multipart)
+	t.Run("keystone", s.keystoneRoles)
 	t.Run("healthcheck", func(t *testing.T) {
 		phase, log := env.RunPod(t, s.Namespace, env.ProbePod("healthcheck", "http", "-url", s.APIURL()+"/healthcheck"))
 		if phase != corev1.PodSucceeded || !strings.Contains(log, "status 200") {
