@@ -40,10 +40,10 @@ func TestArtifactCacheAgreesWithTheScripts(t *testing.T) {
 
 // TestAChangedInputRebuildsOnlyItsBinaries: each binary's cache entry is
 // named by the inputs it is built from, so changing CoreDNS's module moves
-// CoreDNS's entry and no other, changing kube-network-policies' module moves
-// its entry alone, changing the Kubernetes tools module moves the Kubernetes
-// binaries' and not cert-manager's, CoreDNS's, kube-network-policies' or the
-// oldest Kubernetes', and changing the oldest's moves its kube-apiserver
+// CoreDNS's entry and no other, changing kube-network-policies' or
+// SeaweedFS's module moves its entry alone, changing the Kubernetes tools
+// module moves the Kubernetes binaries' and not cert-manager's, CoreDNS's,
+// kube-network-policies', SeaweedFS's or the oldest Kubernetes', and changing the oldest's moves its kube-apiserver
 // alone.
 func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	root, err := RepoRoot()
@@ -115,8 +115,8 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 	}
 
 	before := keys()
-	if len(before) != 13 {
-		t.Fatalf("keys: %v, want the 8 entries of all, the 4 of node and oldest's kube-apiserver", before)
+	if len(before) != 14 {
+		t.Fatalf("keys: %v, want the 8 entries of all, the 5 of node and oldest's kube-apiserver", before)
 	}
 	if before["all/kube-apiserver"] == before["oldest/kube-apiserver"] {
 		t.Fatalf("both Kubernetes versions' kube-apiserver share the entry %s", before["all/kube-apiserver"])
@@ -137,11 +137,17 @@ func TestAChangedInputRebuildsOnlyItsBinaries(t *testing.T) {
 		t.Errorf("changing kube-network-policies' module moved %v, want kube-network-policies alone", got)
 	}
 
+	appendTo("hack/tools/seaweedfs/go.sum", "example.com/x v0.0.0 h1:x=\n")
+	afterWeed := keys()
+	if got := changed(afterNetpol, afterWeed); len(got) != 1 || got[0] != "node/seaweedfs" {
+		t.Errorf("changing SeaweedFS's module moved %v, want seaweedfs alone", got)
+	}
+
 	appendTo("hack/tools/kubernetes/go.sum", "example.com/x v0.0.0 h1:x=\n")
 	afterK8s := keys()
-	got := changed(afterNetpol, afterK8s)
+	got := changed(afterWeed, afterK8s)
 	for _, name := range got {
-		if name == "node/coredns" || name == "node/kube-network-policies" || name == "all/cert-manager" || name == "oldest/kube-apiserver" {
+		if name == "node/coredns" || name == "node/kube-network-policies" || name == "node/seaweedfs" || name == "all/cert-manager" || name == "oldest/kube-apiserver" {
 			t.Errorf("changing the Kubernetes tools module moved %s", name)
 		}
 	}
