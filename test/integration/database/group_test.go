@@ -114,14 +114,14 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 		}
 		return len(np.Spec.Ingress[0].From)
 	}
-	if n := peers(); n != 2 { // the source and the operator's namespace
+	if n := peers(); n != 3 { // the source, the operator's namespace and the Glance's own pods
 		t.Fatalf("ingress peers %d: %+v", n, np.Spec.Ingress)
 	}
 	// A second source updates the policy.
 	s.UpdateGlance(func(g *v1alpha1.Glance) {
 		g.Spec.NetworkPolicy.Ingress = append(g.Spec.NetworkPolicy.Ingress, v1alpha1.NetworkPolicySource{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nova"}}})
 	})
-	s.Eventually("three ingress peers", func() bool { return peers() == 3 }, nil)
+	s.Eventually("four ingress peers", func() bool { return peers() == 4 }, nil)
 	// Removing the block removes the policy.
 	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired)
