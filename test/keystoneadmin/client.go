@@ -224,12 +224,18 @@ func (c *Client) find(ctx context.Context, collection, name string) (string, err
 }
 
 // ensure returns the ID of the entity of collection named name, creating
-// it with fields (and the name, and Domain but for a role) when missing.
+// it with fields when missing.
 func (c *Client) ensure(ctx context.Context, collection, name string, fields map[string]any) (string, error) {
 	id, err := c.find(ctx, collection, name)
 	if err != nil || id != "" {
 		return id, err
 	}
+	return c.create(ctx, collection, name, fields)
+}
+
+// create creates the entity of collection named name with fields (and
+// Domain but for a role) and returns its ID.
+func (c *Client) create(ctx context.Context, collection, name string, fields map[string]any) (string, error) {
 	entity := map[string]any{"name": name}
 	if collection != "roles" {
 		entity["domain_id"] = Domain
@@ -269,7 +275,7 @@ func (c *Client) SetUser(ctx context.Context, name, password, project string, ro
 	switch {
 	case err != nil:
 	case userID == "":
-		userID, err = c.ensure(ctx, "users", name, fields)
+		userID, err = c.create(ctx, "users", name, fields)
 	default:
 		err = c.do(ctx, http.MethodPatch, "/users/"+userID, map[string]any{"user": fields}, nil)
 	}
