@@ -52,6 +52,12 @@ const (
 
 	DefaultStagingSizeLimit = "20Gi"
 
+	// DefaultWebDownloadHTTPPort and DefaultWebDownloadHTTPSPort are
+	// webDownload.ports' default, and the ports a URL naming none
+	// connects to.
+	DefaultWebDownloadHTTPPort  int32 = 80
+	DefaultWebDownloadHTTPSPort int32 = 443
+
 	DefaultDBPurgeSchedule                  = "0 3 * * *"
 	DefaultDBPurgeSuspend                   = false
 	DefaultDBPurgeAgeInDays           int32 = 30

@@ -174,6 +174,15 @@ type GlanceSpec struct {
 	// +optional
 	Staging *StagingSpec `json:"staging,omitempty"`
 
+	// webDownload states where the web-download import method may fetch
+	// image data from: Glance refuses any other URL, and with
+	// networkPolicy the pods may connect there. Absent, web-download is
+	// offered with Glance's own filter (any host but loopback and
+	// link-local) unless networkPolicy is set, which would let no fetch
+	// out: then it is not offered.
+	// +optional
+	WebDownload *WebDownloadSpec `json:"webDownload,omitempty"`
+
 	// dbPurge schedules the recurring purge of soft-deleted database rows.
 	// Absent means the defaults shown on each field.
 	// +optional
@@ -758,6 +767,41 @@ type StagingSpec struct {
 	// disk, and the kubelet evicts pods outside the PodDisruptionBudget.
 	// +optional
 	Unbounded bool `json:"unbounded,omitempty"`
+}
+
+// WebDownloadSpec is the source policy of the web-download import method.
+type WebDownloadSpec struct {
+	// hosts are the host names and IP addresses an image URL may name, as
+	// the URL spells them: a host name in lower case and fully qualified
+	// (Glance resolves it as an absolute name), an IPv6 address without
+	// brackets. Glance refuses a URL naming any other host.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Hosts []string `json:"hosts"`
+
+	// cidrs are the address ranges the host names in hosts resolve to. With
+	// networkPolicy the pods may connect to them, and to the IP addresses
+	// in hosts; a host name needs them there.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=43
+	CIDRs []string `json:"cidrs,omitempty"`
+
+	// ports are the ports an image URL may name; defaults to 80 and 443.
+	// A URL naming no port is not filtered by port and connects to its
+	// scheme's (80 for http, 443 for https), so networkPolicy admits those
+	// two as well.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	Ports []int32 `json:"ports,omitempty"`
 }
 
 // DBPurgeSpec schedules `glance-manage db purge`.

@@ -145,9 +145,37 @@ func TestValidateGlance(t *testing.T) {
 		{name: "valid gateway annotations", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.Gateway = &v1alpha1.GatewaySpec{ParentRef: v1alpha1.GatewayParentReference{Name: "gw"}, Hostname: "image.example.com", Annotations: map[string]string{"example.com/team": "platform"}}
 		})},
-		{name: "valid network policy selectors", new: baseGlance(func(g *v1alpha1.Glance) {
-			g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}}}
+		{name: "valid network policy selectors", new: baseGlance(isolated)},
+		{name: "web-download under a network policy", new: baseGlance(isolated, func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"images.example.com", "198.51.100.7", "2001:db8::7"}, CIDRs: []string{"203.0.113.0/24"}, Ports: []int32{8080}}
 		})},
+		{name: "web-download by address alone under a network policy", new: baseGlance(isolated, func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"198.51.100.7"}}
+		})},
+		{name: "web-download by name without a network policy", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"images.example.com"}}
+		})},
+		{name: "web-download hosts and ranges refused", new: baseGlance(isolated, func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"[2001:db8::7]", "127.1", "Images.example.com", "images.example.com"}, CIDRs: []string{"203.0.113.9/24", "nonsense"}}
+		}), errs: []string{
+			"spec.webDownload.hosts[0]|FieldValueInvalid|an IPv6 address in brackets",
+			"spec.webDownload.hosts[1]|FieldValueInvalid|shorthand IPv4",
+			"spec.webDownload.hosts[2]|FieldValueInvalid|lower-case host name",
+			"spec.webDownload.cidrs[0]|FieldValueInvalid|write it as 203.0.113.0/24",
+			"spec.webDownload.cidrs[1]|FieldValueInvalid|is not a CIDR",
+		}},
+		{name: "web-download host names without ranges under a network policy", new: baseGlance(isolated, func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"images.example.com", "198.51.100.7", "mirror.example.org"}}
+		}), errs: []string{"spec.webDownload.cidrs|FieldValueRequired|give the ranges the host names images.example.com, mirror.example.org resolve to"}},
+		{name: "web-download hosts that work, but not as one may think", new: baseGlance(func(g *v1alpha1.Glance) {
+			g.Spec.WebDownload = &v1alpha1.WebDownloadSpec{Hosts: []string{"169.254.169.254", "::1", "web", "web.images.svc", "web.images.svc.cluster.local"}, CIDRs: []string{"10.0.0.0/8"}}
+		}), warnings: []string{
+			"spec.webDownload.hosts[0]: 169.254.169.254 is a loopback, link-local",
+			"spec.webDownload.hosts[1]: ::1 is a loopback",
+			"spec.webDownload.hosts[2]: Glance resolves web as an absolute name",
+			"spec.webDownload.hosts[3]: Glance resolves web.images.svc as an absolute name",
+			"spec.webDownload.cidrs has no effect without spec.networkPolicy",
+		}},
 		{name: "custom middleware", new: baseGlance(func(g *v1alpha1.Glance) {
 			g.Spec.Middleware = []v1alpha1.MiddlewareSpec{{Name: "sizelimit", FilterFactory: "oslo_middleware.sizelimit:RequestBodySizeLimiter.factory", Config: map[string]string{"max_request_body_size": "1048576"}}}
 		})},
@@ -416,6 +444,11 @@ func TestValidateGlance(t *testing.T) {
 	if len(cases) < 60 {
 		t.Fatalf("%d Glance cases, want at least 60", len(cases))
 	}
+}
+
+// isolated gives the Glance a NetworkPolicy.
+func isolated(g *v1alpha1.Glance) {
+	g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}}}
 }
 
 func defaulted(g *v1alpha1.Glance) *v1alpha1.Glance {

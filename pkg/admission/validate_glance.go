@@ -58,6 +58,9 @@ func ValidateGlance(ctx context.Context, old, g *v1alpha1.Glance, lookups Lookup
 		errs = append(errs, validateSchedule(p.Schedule, spec.Child("dbPurge", "schedule"))...)
 	}
 
+	webWarns, webErrs := validateWebDownload(g, spec.Child("webDownload"))
+	errs = append(errs, webErrs...)
+	warns = append(warns, webWarns...)
 	warns = append(warns, knobWarnings(g)...)
 	warns = append(warns, storageWarnings(g)...)
 	return warns, errs

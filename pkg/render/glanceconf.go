@@ -33,6 +33,12 @@ type ConfigFacts struct {
 const (
 	// ImageCacheDriver is the image cache's metadata driver.
 	ImageCacheDriver = "sqlite"
+	// GlanceDirectMethod is the import method that imports data staged
+	// through the API.
+	GlanceDirectMethod = "glance-direct"
+	// CopyImageMethod is the import method that copies an active image's
+	// data to other stores.
+	CopyImageMethod = "copy-image"
 	// MemcachedPort is the port of a memcached cluster named by
 	// cache.clusterRef.
 	MemcachedPort = 11211
@@ -104,7 +110,8 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 		f.Set(def, "image_cache_driver", ImageCacheDriver)
 		f.Set(def, "image_cache_max_size", strconv.FormatInt(ImageCacheMaxSize(c.Size), 10))
 	}
-	f.Set(def, "enabled_import_methods", EnabledImportMethods(facts.StoreCount))
+	// oslo.config reads a bracketed list: the brackets are needed.
+	f.Set(def, "enabled_import_methods", "["+strings.Join(ImportMethods(s, facts.StoreCount), ",")+"]")
 	if RendersLoggingConf(s) {
 		f.Set(def, "log_config_append", LoggingConfPath)
 	}
@@ -139,6 +146,11 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 
 	if facts.DefaultBackend != "" {
 		w.literal("glance_store", "default_backend", facts.DefaultBackend)
+	}
+	if s.WebDownload != nil {
+		if err := webDownloadFilter(f, s.WebDownload); err != nil {
+			return nil, err
+		}
 	}
 	f.Set("os_glance_staging_store", "filesystem_store_datadir", StagingDir)
 	f.Set("os_glance_tasks_store", "filesystem_store_datadir", TasksWorkDir)
@@ -186,19 +198,20 @@ func glanceAPIConf(g *v1alpha1.Glance, facts ConfigFacts) (*INI, error) {
 	return f, nil
 }
 
-var pluginNamePattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
-// EnabledImportMethods are the import methods offered with stores stores:
-// glance-direct and web-download, and copy-image once there is a second
-// store to copy to. Glance reads them with oslo.config's bracketed list
-// type, so the brackets are needed.
-func EnabledImportMethods(stores int) string {
-	methods := []string{"glance-direct", "web-download"}
-	if stores >= 2 {
-		methods = append(methods, "copy-image")
+// ImportMethods are the import methods the Glance offers with stores
+// stores: copy-image once there is a second store to copy to.
+func ImportMethods(s *v1alpha1.GlanceSpec, stores int) []string {
+	methods := []string{GlanceDirectMethod}
+	if WebDownloadOffered(s) {
+		methods = append(methods, WebDownloadMethod)
 	}
-	return "[" + strings.Join(methods, ",") + "]"
+	if stores >= 2 {
+		methods = append(methods, CopyImageMethod)
+	}
+	return methods
 }
+
+var pluginNamePattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 // memcachedServers is the comma-separated server list of spec.cache, or empty
 // without a cache.

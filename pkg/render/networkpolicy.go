@@ -57,6 +57,8 @@ const (
 //     database port of a brownfield host, the ports of cache.servers, of the
 //     S3 endpoints and of keystoneEndpoint and keystonePublicEndpoint (the
 //     authtoken middleware validates every request's token against Keystone);
+//   - with spec.webDownload, its cidrs and IP hosts on the ports a URL may
+//     name and the schemes' default ports (webDownloadEgress);
 //   - spec.networkPolicy.additionalEgress, as given.
 //
 // Each derived rule lists its ports once, in ascending order, so reordering
@@ -232,6 +234,13 @@ func netpolEgress(g *v1alpha1.Glance, f NetworkPolicyFacts) ([]networkingv1.Netw
 	}
 	if len(anywhere) > 0 {
 		egress = append(egress, networkingv1.NetworkPolicyEgressRule{Ports: netpolTCPPorts(anywhere)})
+	}
+	if s.WebDownload != nil {
+		rule, err := webDownloadEgress(s.WebDownload)
+		if err != nil {
+			return nil, err
+		}
+		egress = append(egress, rule)
 	}
 	for _, r := range s.NetworkPolicy.AdditionalEgress {
 		egress = append(egress, *r.DeepCopy())
