@@ -103,7 +103,16 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 	s.install()
 	ctx := context.Background()
 	source := v1alpha1.NetworkPolicySource{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}
-	s.UpdateGlance(func(g *v1alpha1.Glance) {
+	// Without spec.webDownload, web-download is offered only without a
+	// NetworkPolicy: adding or removing one changes the config, and the
+	// pods roll before the policy step runs.
+	updateAndRollOut := func(update func(*v1alpha1.Glance)) {
+		before := s.Deployment(nil).Generation
+		s.UpdateGlance(update)
+		s.Deployment(func(d *appsv1.Deployment) bool { return d.Generation > before })
+		s.RollOut()
+	}
+	updateAndRollOut(func(g *v1alpha1.Glance) {
 		g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{source}}
 	})
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
@@ -123,7 +132,7 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 	})
 	s.Eventually("four ingress peers", func() bool { return peers() == 4 }, nil)
 	// Removing the block removes the policy.
-	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
+	updateAndRollOut(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired)
 	s.deleted("the NetworkPolicy", &networkingv1.NetworkPolicy{})
 }
