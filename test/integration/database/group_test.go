@@ -103,14 +103,18 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 	s.install()
 	ctx := context.Background()
 	source := v1alpha1.NetworkPolicySource{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "compute"}}}
-	isolatedFrom := s.Deployment(nil).Generation
-	s.UpdateGlance(func(g *v1alpha1.Glance) {
+	// Without spec.webDownload, web-download is offered only without a
+	// NetworkPolicy: adding or removing one changes the config, and the
+	// pods roll before the policy step runs.
+	updateAndRollOut := func(update func(*v1alpha1.Glance)) {
+		before := s.Deployment(nil).Generation
+		s.UpdateGlance(update)
+		s.Deployment(func(d *appsv1.Deployment) bool { return d.Generation > before })
+		s.RollOut()
+	}
+	updateAndRollOut(func(g *v1alpha1.Glance) {
 		g.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Ingress: []v1alpha1.NetworkPolicySource{source}}
 	})
-	// Isolated without spec.webDownload, the Glance offers no web-download:
-	// a new config, which the pods roll onto before the policy's step.
-	s.Deployment(func(d *appsv1.Deployment) bool { return d.Generation > isolatedFrom })
-	s.RollOut()
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyReady)
 	np := &networkingv1.NetworkPolicy{}
 	peers := func() int {
@@ -128,10 +132,7 @@ func TestNetworkPolicyLifecycle(t *testing.T) {
 	})
 	s.Eventually("four ingress peers", func() bool { return peers() == 4 }, nil)
 	// Removing the block removes the policy.
-	openFrom := s.Deployment(nil).Generation
-	s.UpdateGlance(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
-	s.Deployment(func(d *appsv1.Deployment) bool { return d.Generation > openFrom })
-	s.RollOut()
+	updateAndRollOut(func(g *v1alpha1.Glance) { g.Spec.NetworkPolicy = nil })
 	s.Condition(v1alpha1.ConditionNetworkPolicyReady, metav1.ConditionTrue, v1alpha1.ReasonNetworkPolicyNotRequired)
 	s.deleted("the NetworkPolicy", &networkingv1.NetworkPolicy{})
 }
