@@ -3,12 +3,14 @@ package stories
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +75,8 @@ func (s *scene) webDownload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the server serves, read by this process through the Service.
+	// What the server serves, read by this process through the Service
+	// once kube-proxy has its endpoint (until then it refuses).
 	want := fetchSHA256(t, "http://"+net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(webServerPort))+"/")
 
 	pod := s.glancePods(t, realnode.DemoUser, realnode.DemoPassword)[0]
@@ -132,9 +135,16 @@ type served struct {
 	size   int64
 }
 
+// fetchSHA256 GETs url, trying again for half a minute while the
+// connection is refused.
 func fetchSHA256(t *testing.T, url string) served {
 	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	resp, err := importHTTP.Get(url)
+	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		resp, err = importHTTP.Get(url)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
